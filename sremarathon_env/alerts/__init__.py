@@ -1,0 +1,1 @@
+"""sremarathon_env alerts package."""

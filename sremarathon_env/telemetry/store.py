@@ -1,0 +1,138 @@
+"""A columnar store of Prometheus-style series sampled at a fixed scrape interval.
+
+The twin writes one column per tick for a whole family of series at once (numpy, no per-sample
+objects); the PromQL engine reads whole families as matrices. A sample that was not written is NaN,
+which the engine treats as "no sample" (a series that stops being written is stale from then on, as
+with Prometheus's staleness markers when a target drops a series).
+
+>>> import numpy as np
+>>> store = MetricStore(step_s=15.0, capacity=8)
+>>> fam = store.family("up", ("service",))
+>>> rows = fam.rows([("frontend",), ("cart",)])
+>>> store.write(fam, rows, tick=0, values=np.array([1.0, 0.0]))
+>>> store.n_ticks, fam.values(store.n_ticks).tolist()
+(1, [[1.0], [0.0]])
+>>> fam.labels(1)
+{'__name__': 'up', 'service': 'cart'}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Family:
+    """All series of one metric name that share a label-name tuple."""
+
+    name: str
+    label_names: tuple[str, ...]
+    _capacity: int
+    _index: dict[tuple[str, ...], int] = field(default_factory=dict)
+    _label_values: list[tuple[str, ...]] = field(default_factory=list)
+    _data: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self._data = np.full((4, self._capacity), np.nan)
+
+    def __len__(self) -> int:
+        return len(self._label_values)
+
+    def row(self, label_values: tuple[str, ...]) -> int:
+        """Row index of a series, created on first use (rows are append-only)."""
+        idx = self._index.get(label_values)
+        if idx is None:
+            if len(label_values) != len(self.label_names):
+                raise ValueError(f"{self.name}: expected {len(self.label_names)} label values, got {label_values!r}")
+            idx = len(self._label_values)
+            self._index[label_values] = idx
+            self._label_values.append(label_values)
+            if idx >= self._data.shape[0]:
+                grown = np.full((self._data.shape[0] * 2, self._data.shape[1]), np.nan)
+                grown[: self._data.shape[0]] = self._data
+                self._data = grown
+        return idx
+
+    def rows(self, label_values: list[tuple[str, ...]]) -> np.ndarray:
+        return np.fromiter((self.row(v) for v in label_values), dtype=np.intp, count=len(label_values))
+
+    def labels(self, row: int) -> dict[str, str]:
+        d = {"__name__": self.name}
+        d.update(zip(self.label_names, self._label_values[row]))
+        return d
+
+    def label_values(self, row: int) -> tuple[str, ...]:
+        return self._label_values[row]
+
+    def values(self, n_ticks: int) -> np.ndarray:
+        """View (n_series, n_ticks) of the samples written so far; NaN = no sample."""
+        return self._data[: len(self._label_values), :n_ticks]
+
+    def _grow_time(self, capacity: int) -> None:
+        grown = np.full((self._data.shape[0], capacity), np.nan)
+        grown[:, : self._data.shape[1]] = self._data
+        self._data = grown
+        self._capacity = capacity
+
+
+class MetricStore:
+    """Families of series on a regular time grid: tick ``k`` is at ``t0_s + k * step_s``."""
+
+    def __init__(self, step_s: float = 15.0, capacity: int = 512, t0_s: float = 0.0):
+        self.step_s = float(step_s)
+        self.t0_s = float(t0_s)
+        self._capacity = int(capacity)
+        self._families: dict[str, list[Family]] = {}
+        self._order: list[Family] = []
+        self.n_ticks = 0
+
+    def family(self, name: str, label_names: tuple[str, ...]) -> Family:
+        """Get or create the family ``name`` with exactly these label names."""
+        for fam in self._families.get(name, ()):
+            if fam.label_names == label_names:
+                return fam
+        fam = Family(name, tuple(label_names), self._capacity)
+        self._families.setdefault(name, []).append(fam)
+        self._order.append(fam)
+        return fam
+
+    def families(self, name: str) -> list[Family]:
+        return list(self._families.get(name, ()))
+
+    def names(self) -> list[str]:
+        return sorted(self._families)
+
+    def write(self, fam: Family, rows: np.ndarray, tick: int, values: np.ndarray) -> None:
+        """Write one column (tick) for the given rows."""
+        if tick >= self._capacity:
+            self._grow(max(tick + 1, self._capacity * 2))
+        fam._data[rows, tick] = values
+        if tick + 1 > self.n_ticks:
+            self.n_ticks = tick + 1
+
+    def set_n_ticks(self, n: int) -> None:
+        """Declare that ticks ``< n`` have been scraped (columns not written stay NaN)."""
+        if n > self._capacity:
+            self._grow(max(n, self._capacity * 2))
+        self.n_ticks = max(self.n_ticks, n)
+
+    def _grow(self, capacity: int) -> None:
+        for fam in self._order:
+            fam._grow_time(capacity)
+        self._capacity = capacity
+
+    def times(self) -> np.ndarray:
+        """Sample timestamps in seconds for the ticks written so far."""
+        return self.t0_s + self.step_s * np.arange(self.n_ticks, dtype=np.float64)
+
+    def tick_of(self, t_s: float) -> int:
+        """Index of the last tick at or before ``t_s`` (-1 if before the first)."""
+        return int(np.floor((t_s - self.t0_s) / self.step_s + 1e-9))
+
+    def n_series(self) -> int:
+        return sum(len(f) for f in self._order)
+
+    def nbytes(self) -> int:
+        return sum(f._data.nbytes for f in self._order)
