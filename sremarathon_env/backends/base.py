@@ -83,5 +83,13 @@ class Backend(Protocol):
         request rate, cpu and memory utilisation of the limit."""
     def path_health(self, path: str | None) -> dict[str, float]:
         """Entry-point health of one request path (or all): rate, error ratio, p95 latency (ms)."""
+    def edge_health(self, caller: str, callee: str) -> dict[str, float]:
+        """Current health of one call edge: rate, error ratio, p95 latency (ms)."""
+    def env_of(self, service: str) -> dict[str, str]:
+        """Env of the revision the Deployment currently specifies."""
+    def flag_variant(self, flag: str) -> str | None:
+        """Current default variant of a feature flag (None when the app has no such flag)."""
+    def serving_revisions(self, service: str) -> dict[int, int]:
+        """Ready pods per revision number of a service right now."""
     def state_digest(self) -> str:
         """Digest of the desired and observed cluster state (for revert and determinism tests)."""
