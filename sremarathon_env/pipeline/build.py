@@ -1,0 +1,133 @@
+"""The build pipeline every source change goes through: apply the diff, lint, run the unit tests.
+
+Agent patches (`patch_source`) and change-driven faults use the same pipeline, so a fault's diff is
+subject to exactly the checks an agent's fix is. Stages, in order:
+
+1. ``apply``: the unified diff is applied with exact context matching (`pipeline.diff`).
+2. ``lint``: every file of the new tree must parse: Python with `ast`, JSON/YAML/TOML/XML with their
+   parsers, other languages with a structural check (`apps.sources.lint`).
+3. ``unit_tests``: the service's unit-test predicates (`apps.sources.unit_tests`) must all pass.
+
+A build that passes returns the full new tree; deploying it (a new revision, normal rollout) is the
+caller's job (`Backend.deploy`). `build` never raises: a bad diff or a broken tree is a failed
+`BuildResult` whose ``log`` says why, like a CI log.
+
+>>> from apps import load_app
+>>> from apps.sources import initial_tree, config_path
+>>> ob = load_app("online-boutique")
+>>> tree = initial_tree(ob, "frontend")
+>>> path = config_path(ob, "frontend")
+>>> line = next(l for l in tree[path].splitlines() if "timeout_ms: 100" in l)
+>>> diff = make_diff(tree, {**tree, path: tree[path].replace(line, line.replace("100", "250"), 1)})
+>>> r = BuildPipeline(ob).build("frontend", tree, diff)
+>>> r.ok, r.stage_failed, r.changed == [path]
+(True, None, True)
+>>> bad = BuildPipeline(ob).build("frontend", tree, diff.replace("250", "-5"))
+>>> bad.ok, bad.stage_failed
+(False, 'unit_tests')
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from apps.spec import AppSpec
+from sremarathon_env.pipeline.diff import PatchError, apply_diff, changed_paths
+
+Stage = Literal["apply", "lint", "unit_tests"]
+
+#: Largest diff the pipeline accepts (characters).
+MAX_DIFF_CHARS = 256 * 1024
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    ok: bool
+    files: dict[str, str]  # the new tree when ok, else the unchanged base tree
+    log: str
+    stage_failed: Stage | None = None
+    changed: list[str] = field(default_factory=list)
+    tests: list[tuple[str, bool, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """JSON-able summary (without the file contents)."""
+        return {"ok": self.ok, "stage_failed": self.stage_failed, "changed": list(self.changed),
+                "tests_passed": sum(1 for _, ok, _ in self.tests if ok),
+                "tests_failed": [name for name, ok, _ in self.tests if not ok], "log": self.log}
+
+
+def make_diff(before: dict[str, str], after: dict[str, str], context: int = 3) -> str:
+    """A unified diff (git style, ``a/`` and ``b/`` prefixes) turning ``before`` into ``after``."""
+    out: list[str] = []
+    for path in changed_paths(before, after):
+        a, b = before.get(path), after.get(path)
+        lines = difflib.unified_diff(
+            (a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
+            fromfile=f"a/{path}" if a is not None else "/dev/null",
+            tofile=f"b/{path}" if b is not None else "/dev/null", n=context)
+        for ln in lines:
+            if ln.endswith("\n"):
+                out.append(ln)
+            else:
+                out.append(ln + "\n")
+                out.append("\\ No newline at end of file\n")
+    return "".join(out)
+
+
+class BuildPipeline:
+    """Apply -> lint -> unit tests for one app's services."""
+
+    def __init__(self, app: AppSpec):
+        self.app = app
+
+    def build(self, service: str, base_files: dict[str, str], diff: str) -> BuildResult:
+        base = dict(base_files)
+        log = [f"build {self.app.name}/{service}"]
+        if service not in self.app.service_names:
+            log.append(f"error: unknown service {service!r}")
+            return BuildResult(False, base, "\n".join(log), "apply")
+        if not isinstance(diff, str) or len(diff) > MAX_DIFF_CHARS:
+            log.append(f"error: the diff must be a string of at most {MAX_DIFF_CHARS} characters")
+            return BuildResult(False, base, "\n".join(log), "apply")
+        # 1. apply
+        try:
+            tree = apply_diff(base, diff)
+        except PatchError as exc:
+            log.append(f"[apply] FAILED: {exc}")
+            return BuildResult(False, base, "\n".join(log), "apply")
+        changed = changed_paths(base, tree)
+        if not changed:
+            log.append("[apply] FAILED: the diff changes nothing")
+            return BuildResult(False, base, "\n".join(log), "apply")
+        log.append(f"[apply] ok: {len(changed)} file(s) changed: {', '.join(changed)}")
+        # 2. lint
+        from apps import sources
+
+        try:
+            errors = sources.lint(self.app, service, tree)
+        except Exception as exc:  # noqa: BLE001 - a linter crash is a failed build, not a crash of the run
+            errors = [f"linter error: {type(exc).__name__}: {exc}"]
+        if errors:
+            log.append(f"[lint] FAILED: {len(errors)} error(s)")
+            log.extend(f"  {e}" for e in errors)
+            return BuildResult(False, base, "\n".join(log), "lint", changed)
+        log.append(f"[lint] ok: {len(tree)} file(s) parsed")
+        # 3. unit tests
+        try:
+            tests = [(str(n), bool(ok), str(m)) for n, ok, m in sources.unit_tests(self.app, service, tree)]
+        except Exception as exc:  # noqa: BLE001
+            tests = [("test_runner", False, f"{type(exc).__name__}: {exc}")]
+        failed = [t for t in tests if not t[1]]
+        for name, ok, msg in tests:
+            if not ok:
+                log.append(f"  FAIL {name}: {msg}")
+        if failed:
+            log.append(f"[unit_tests] FAILED: {len(failed)} of {len(tests)} failed")
+            return BuildResult(False, base, "\n".join(log), "unit_tests", changed, tests)
+        log.append(f"[unit_tests] ok: {len(tests)} passed")
+        return BuildResult(True, tree, "\n".join(log), None, changed, tests)
+
+
+__all__ = ["BuildPipeline", "BuildResult", "MAX_DIFF_CHARS", "make_diff"]
