@@ -1,0 +1,596 @@
+"""Synthetic source trees, commit histories, unit tests and lint for every service of an app.
+
+Each service of an `AppSpec` gets a small, deterministic source tree in its own language, rendered
+from the templates in ``apps/templates/<language>.yaml`` (datastores, brokers and proxies get a
+config-file tree instead). Every code tree has an entry point that holds the listen port, a
+handlers file with one handler per operation the service serves, a client config that holds the
+dependency addresses, timeouts, retry budgets and pool sizes, and a unit-test file. Change-driven
+faults are diffs to these trees; they pass through the build pipeline, which runs `lint` and
+`unit_tests`. The unit tests check structure (keys present, numbers positive, handlers defined, port
+right), so a wrong-but-plausible value (a timeout of 10 ms instead of 100 ms, a typo'd host name,
+a retry budget of 0) gets through, exactly as in real life.
+
+>>> from apps import load_app
+>>> from apps.sources import initial_tree, unit_tests, lint, config_path
+>>> ob = load_app("online-boutique")
+>>> tree = initial_tree(ob, "frontend")
+>>> config_path(ob, "frontend") in tree and "adservice:9555" in tree[config_path(ob, "frontend")]
+True
+>>> all(ok for _, ok, _ in unit_tests(ob, "frontend", tree)), lint(ob, "frontend", tree)
+(True, [])
+>>> broken = dict(tree); broken[config_path(ob, "frontend")] = tree[config_path(ob, "frontend")].replace("timeout_ms: 100", "timeout_ms: -1")
+>>> [name for name, ok, _ in unit_tests(ob, "frontend", broken) if not ok]
+['config_adservice_timeout_positive']
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+import tomllib
+import xml.etree.ElementTree as ET
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from apps.spec import AppSpec, Call, ServiceSpec
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+
+# Languages rendered from a config-file template instead of a code template.
+INFRA_LANGUAGES = frozenset({"redis", "valkey", "postgres", "mongodb", "mysql", "kafka", "rabbitmq",
+                             "nginx", "envoy", "openresty"})
+
+# Per-protocol client defaults: (timeout_ms, retries, pool_size).
+_CLIENT_DEFAULTS = {
+    "grpc": (2000, 2, 4), "http": (3000, 2, 20), "tcp": (1000, 1, 8), "resp": (500, 1, 16),
+    "sql": (5000, 1, 10), "mongo": (3000, 1, 10), "kafka": (10000, 3, 1), "amqp": (5000, 3, 2),
+}
+
+_AUTHORS = ("Ana Ruiz", "Bo Chen", "Chidi Okafor", "Dana Levi", "Emil Novak", "Farah Haddad",
+            "Goran Petrov", "Hana Sato", "Ivan Duarte", "Jun Park", "Kiri Walker", "Lena Vogel")
+
+
+# ---------------------------------------------------------------------------------------------
+# naming helpers
+def _words(text: str) -> list[str]:
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", text)
+    words = [w.lower() for w in re.split(r"[^A-Za-z0-9]+", text) if w]
+    if not words:
+        words = ["handle"]
+    if words[0][0].isdigit():
+        words = ["op", *words]
+    return words
+
+
+def _snake(text: str) -> str:
+    return "_".join(_words(text))
+
+
+def _pascal(text: str) -> str:
+    return "".join(w[:1].upper() + w[1:] for w in _words(text))
+
+
+def _camel(text: str) -> str:
+    p = _pascal(text)
+    return p[:1].lower() + p[1:]
+
+
+def _styled(text: str, style: str) -> str:
+    return {"snake": _snake, "pascal": _pascal, "camel": _camel}[style](text)
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    def sub(m: re.Match) -> str:
+        key = m.group(1)
+        if key not in values:
+            raise KeyError(f"template placeholder {{{{{key}}}}} has no value")
+        return str(values[key])
+
+    return re.sub(r"\{\{(\w+)\}\}", sub, template)
+
+
+@lru_cache(maxsize=None)
+def _template(language: str) -> dict:
+    path = TEMPLATE_DIR / f"{language}.yaml"
+    if not path.exists():
+        raise ValueError(f"no source template for language {language!r} ({path.name} missing)")
+    return yaml.safe_load(path.read_text())
+
+
+def _template_for(svc: ServiceSpec) -> dict:
+    lang = svc.language
+    if lang == "valkey":
+        lang = "redis"
+    if lang == "openresty":
+        lang = "nginx"
+    return _template(lang)
+
+
+# ---------------------------------------------------------------------------------------------
+# facts about one service, derived from the AppSpec
+def operations(app: AppSpec, service: str) -> list[str]:
+    """Operations the service serves: edge operations where it is the callee, in declaration order.
+    The entry service serves the load paths; a service nobody calls serves ``Handle``."""
+    ops: list[str] = []
+    if service == app.entry_service:
+        ops.extend(p.name for p in app.load.paths)
+    for e in app.edges:
+        if e.callee == service:
+            ops.extend(e.operations or [f"Handle{_pascal(e.caller)}"])
+    seen: list[str] = []
+    idents: set[str] = set()
+    for op in ops:
+        if _snake(op) not in idents:
+            idents.add(_snake(op))
+            seen.append(op)
+    return seen or ["Handle"]
+
+
+def _op_calls(app: AppSpec, service: str) -> dict[str, list[tuple[str, str]]]:
+    """For each operation of ``service``: the (callee, op) calls it makes, from the load paths."""
+    out: dict[str, list[tuple[str, str]]] = {}
+
+    def add(svc: str, op: str, calls: list[Call]) -> None:
+        if svc == service:
+            lst = out.setdefault(op, [])
+            for c in calls:
+                if (c.to, c.op) not in lst:
+                    lst.append((c.to, c.op))
+        for c in calls:
+            add(c.to, c.op, c.calls)
+
+    for p in app.load.paths:
+        add(app.entry_service, p.name, p.calls)
+    return out
+
+
+def _addr_env(svc: ServiceSpec, callee: str) -> str | None:
+    pat = re.compile(rf"(^|//|@){re.escape(callee)}(:|/|$)")
+    for key in sorted(svc.env):
+        if pat.search(svc.env[key]):
+            return key
+    return None
+
+
+def client_settings(app: AppSpec, service: str) -> list[dict[str, Any]]:
+    """The client config of ``service``: one entry per dependency (callee, or broker it consumes
+    from), with ``name``, ``address``, ``env``, ``timeout_ms``, ``retries``, ``pool_size``."""
+    svc = app.service(service)
+    deps: list[tuple[str, str, float | None]] = []
+    for e in app.edges:
+        if e.caller == service:
+            deps.append((e.callee, e.protocol, e.deadline_ms))
+    for e in app.edges:
+        if e.callee == service and e.asynchronous and app.service(e.caller).role == "broker":
+            if all(d[0] != e.caller for d in deps):
+                deps.append((e.caller, e.protocol, None))
+    out = []
+    for callee, proto, deadline in deps:
+        env_key = _addr_env(svc, callee)
+        if env_key is not None:
+            address = svc.env[env_key]
+        else:
+            target = app.service(callee)
+            address = f"{callee}:{target.ports[0].port}"
+            if proto == "http" and svc.protocol == "http" or proto == "http" and svc.role == "gateway":
+                address = f"http://{address}"
+            env_key = f"{_snake(callee).upper()}_ADDR"
+        timeout, retries, pool = _CLIENT_DEFAULTS[proto]
+        if deadline is not None:
+            timeout = deadline
+        out.append({"name": callee, "address": address, "env": env_key,
+                    "timeout_ms": int(timeout) if float(timeout).is_integer() else timeout,
+                    "retries": retries, "pool_size": pool})
+    return out
+
+
+def _settings(app: AppSpec, service: str) -> dict[str, str]:
+    svc = app.service(service)
+    used = {c["env"] for c in client_settings(app, service)}
+    return {k: svc.env[k] for k in sorted(svc.env) if k not in used and k != "PORT"}
+
+
+def _port(svc: ServiceSpec) -> int:
+    return svc.ports[0].target_port
+
+
+# ---------------------------------------------------------------------------------------------
+# config rendering (line oriented, stable, easy to diff)
+def _q(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, str) else str(v)
+
+
+def _render_config(app: AppSpec, service: str, fmt: str) -> str:
+    svc = app.service(service)
+    clients = client_settings(app, service)
+    settings = _settings(app, service)
+    port = _port(svc)
+    if fmt == "json":
+        doc = {"service": service, "port": port,
+               "clients": {c["name"]: {k: c[k] for k in ("address", "env", "timeout_ms", "retries", "pool_size")}
+                           for c in clients},
+               "settings": settings}
+        return json.dumps(doc, indent=2) + "\n"
+    if fmt == "toml":
+        lines = [f"# client configuration of {service} ({app.display_name})", f"service = {_q(service)}",
+                 f"port = {port}", ""]
+        if settings:
+            lines.append("[settings]")
+            lines += [f"{json.dumps(k)} = {_q(v)}" for k, v in settings.items()]
+            lines.append("")
+        for c in clients:
+            lines.append(f"[clients.{json.dumps(c['name'])}]")
+            lines += [f"{k} = {_q(c[k])}" for k in ("address", "env", "timeout_ms", "retries", "pool_size")]
+            lines.append("")
+        return "\n".join(lines)
+    lines = [f"# client configuration of {service} ({app.display_name}); env vars override addresses",
+             f"service: {_q(service)}", f"port: {port}"]
+    lines.append("clients:" + ("" if clients else " {}"))
+    for c in clients:
+        lines.append(f"  {c['name']}:")
+        lines += [f"    {k}: {_q(c[k])}" for k in ("address", "env", "timeout_ms", "retries", "pool_size")]
+    lines.append("settings:" + ("" if settings else " {}"))
+    lines += [f"  {k}: {_q(v)}" for k, v in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _parse_config(text: str, fmt: str) -> Any:
+    if fmt == "json":
+        return json.loads(text)
+    if fmt == "toml":
+        return tomllib.loads(text)
+    return yaml.safe_load(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# tree rendering
+def _values(app: AppSpec, svc: ServiceSpec) -> dict[str, str]:
+    app_ident = _snake(app.name)
+    svc_ident = _snake(svc.name)
+    return {
+        "app": app.name, "app_display": app.display_name, "app_ident": app_ident, "namespace": app.namespace,
+        "service": svc.name, "service_ident": svc_ident, "service_pascal": _pascal(svc.name),
+        "service_camel": _camel(svc.name), "service_upper": svc_ident.upper(),
+        "port": str(_port(svc)), "service_port": str(svc.ports[0].port), "protocol": svc.protocol,
+        "version": svc.tag, "image": f"{svc.image}:{svc.tag}",
+        "package": f"sremarathon.{app_ident}.{svc_ident}", "package_path": f"sremarathon/{app_ident}/{svc_ident}",
+        "mem_limit_mi": str(svc.resources.mem_limit_mi or svc.resources.mem_request_mi or 256),
+        "maxmemory_mb": str(max(8, int((svc.resources.mem_limit_mi or 256) * 0.75))),
+    }
+
+
+# fragments rendered once per dependency or per call; every other fragment X is rendered once per
+# handler and joined into the placeholder {{Xs}} (handler -> {{handlers}}, test_case -> {{test_cases}}).
+_SHARED_FRAGMENTS = frozenset({"client", "call", "call_soft", "upstream"})
+
+
+def _soft(app: AppSpec, caller: str, callee: str) -> bool:
+    try:
+        e = app.edge(caller, callee)
+    except KeyError:
+        return False
+    return e.on_error != "fail" or e.asynchronous
+
+
+def _render_code(app: AppSpec, svc: ServiceSpec, tpl: dict) -> dict[str, str]:
+    base = _values(app, svc)
+    frag = tpl["fragments"]
+    style = tpl["handler_style"]
+    op_calls = _op_calls(app, svc.name)
+    per_handler = sorted(k for k in frag if k not in _SHARED_FRAGMENTS)
+    rendered: dict[str, list[str]] = {k: [] for k in per_handler}
+    clients = []
+    for op in operations(app, svc.name):
+        calls = "".join(
+            _fill(frag.get("call_soft", frag["call"]) if _soft(app, svc.name, to) else frag["call"], {**base, "callee": to, "callee_ident": _snake(to), "callee_pascal": _pascal(to),
+                                 "callee_camel": _camel(to), "op": cop or "call", "op_snake": _snake(cop or "call"),
+                                 "op_pascal": _pascal(cop or "call"), "op_camel": _camel(cop or "call")})
+            for to, cop in op_calls.get(op, []))
+        hv = {**base, "name": _styled(op, style), "op": op, "calls": calls, "name_snake": _snake(op),
+              "name_pascal": _pascal(op), "name_camel": _camel(op)}
+        for key in per_handler:
+            rendered[key].append(_fill(frag[key], hv))
+    for c in client_settings(app, svc.name):
+        clients.append(_fill(frag["client"], {**base, "callee": c["name"], "callee_ident": _snake(c["name"]),
+                                              "callee_pascal": _pascal(c["name"]), "callee_camel": _camel(c["name"]),
+                                              "env": c["env"]}))
+    values = {**base, **{f"{k}s": "".join(v) for k, v in rendered.items()}, "clients": "".join(clients),
+              "config_path": _fill(tpl["config"]["path"], base)}
+    tree = {_fill(path, base): _fill(body, values) for path, body in tpl["files"].items()}
+    tree[values["config_path"]] = _render_config(app, svc.name, tpl["config"]["format"])
+    return tree
+
+
+def _render_infra(app: AppSpec, svc: ServiceSpec, tpl: dict) -> dict[str, str]:
+    base = _values(app, svc)
+    clients = client_settings(app, svc.name)
+    frag = tpl.get("fragments", {})
+    rendered: dict[str, list[str]] = {k: [] for k in sorted(frag)}
+    for c in clients:
+        host, _, port = c["address"].split("//")[-1].partition(":")
+        port = port.split("/")[0] or str(app.service(c["name"]).ports[0].port)
+        short = re.sub(r"^ts-|-service$", "", c["name"]).replace("-", "")
+        cv = {**base, "callee": c["name"], "callee_ident": _snake(c["name"]), "host": host, "upstream_port": port,
+              "route_prefix": f"/api/v1/{short}service" if c["name"].startswith("ts-") else f"/{c['name']}/",
+              "timeout_s": f"{c['timeout_ms'] / 1000:g}", "timeout_ms": str(c["timeout_ms"]),
+              "retries": str(c["retries"])}
+        for k in rendered:
+            rendered[k].append(_fill(frag[k], cv))
+    values = {**base, **{f"{k}s": "".join(v) for k, v in rendered.items()}}
+    return {_fill(path, base): _fill(body, values) for path, body in tpl["files"].items()}
+
+
+def initial_tree(app: AppSpec, service: str) -> dict[str, str]:
+    """The service's source tree at the marathon start: relative path -> file text, sorted by path."""
+    svc = app.service(service)
+    tpl = _template_for(svc)
+    tree = _render_infra(app, svc, tpl) if tpl.get("kind") == "infra" else _render_code(app, svc, tpl)
+    return {k: tree[k] for k in sorted(tree)}
+
+
+def config_path(app: AppSpec, service: str) -> str:
+    """Path of the file in the service's tree that holds its client config (or its main config)."""
+    svc = app.service(service)
+    tpl = _template_for(svc)
+    return _fill(tpl["config"]["path"], _values(app, svc))
+
+
+# ---------------------------------------------------------------------------------------------
+# commit history
+_HISTORY_STEPS = (
+    ("initial import of {service}", "all"),
+    ("{service}: tune client timeouts after load test", "config"),
+    ("{service}: add unit tests for handlers", "test"),
+    ("{service}: structured logging in handlers", "handlers"),
+    ("{service}: bump base image to {version}", "build"),
+    ("{service}: read dependency addresses from env first", "entry"),
+)
+
+
+def initial_history(app: AppSpec, service: str) -> list[dict]:
+    """3-6 past commits of the service (oldest first); ``t`` is seconds before the marathon start."""
+    svc = app.service(service)
+    tree = initial_tree(app, service)
+    paths = list(tree)
+    h = hashlib.sha256(f"{app.name}/{service}/history".encode()).digest()
+    n = 3 + h[0] % 4
+    tpl = _template_for(svc)
+    cfg = config_path(app, service)
+    roles = {
+        "all": paths, "config": [cfg],
+        "test": [p for p in paths if p == _fill(tpl.get("test_file", ""), _values(app, svc))] or paths[-1:],
+        "handlers": [p for p in paths if p == _fill(tpl.get("handlers_file", ""), _values(app, svc))] or [cfg],
+        "entry": [p for p in paths if p == _fill(tpl.get("entry", ""), _values(app, svc))] or [cfg],
+        "build": [p for p in paths if p == _fill(tpl.get("build_file", ""), _values(app, svc))] or paths[:1],
+    }
+    commits = []
+    t = -float(20 * 86400 + (h[1] * 256 + h[2]) * 60)  # 20-65 days back
+    parent = "0" * 40
+    for i in range(n):
+        msg_t, role = _HISTORY_STEPS[i]
+        message = msg_t.format(service=service, version=svc.tag)
+        author = _AUTHORS[h[3 + i] % len(_AUTHORS)]
+        files = sorted(roles[role])
+        body = "\n".join([parent, author, message, str(int(t)), *files,
+                          *(hashlib.sha1(tree[f].encode()).hexdigest() for f in files)])
+        sha = hashlib.sha1(body.encode()).hexdigest()
+        commits.append({"sha": sha, "author": author, "message": message, "t": float(int(t)), "files": files})
+        parent = sha
+        t += float((2 + h[10 + i] % 9) * 86400 + h[16 + i] * 97)
+        if t >= -3600:
+            t = -3600.0 * (n - i)
+    return commits
+
+
+# ---------------------------------------------------------------------------------------------
+# unit tests (run by the build pipeline on a possibly patched tree)
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_ADDR_RE = re.compile(r"^([a-z][a-z0-9+.-]*://)?[A-Za-z0-9][A-Za-z0-9.-]*:\d{1,5}(/.*)?$")
+
+
+def _code_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
+    svc = app.service(service)
+    base = _values(app, svc)
+    res: list[tuple[str, bool, str]] = []
+    cfg_path = config_path(app, service)
+    text = tree.get(cfg_path)
+    cfg: Any = None
+    if text is None:
+        res.append(("config_parses", False, f"{cfg_path} is missing"))
+    else:
+        try:
+            cfg = _parse_config(text, tpl["config"]["format"])
+            ok = isinstance(cfg, dict)
+            res.append(("config_parses", ok, "ok" if ok else f"{cfg_path}: top level is not a mapping"))
+        except Exception as exc:  # noqa: BLE001 - any parse error is a test failure
+            res.append(("config_parses", False, f"{cfg_path}: {type(exc).__name__}: {exc}"))
+    if not isinstance(cfg, dict):
+        cfg = {}
+    want_port = _port(svc)
+    res.append(("config_port_matches_service", cfg.get("port") == want_port,
+                f"port {cfg.get('port')!r}, Service targets {want_port}"))
+    clients = cfg.get("clients") if isinstance(cfg.get("clients"), dict) else {}
+    for c in client_settings(app, service):
+        n = c["name"]
+        entry = clients.get(n)
+        entry = entry if isinstance(entry, dict) else {}
+        addr = entry.get("address")
+        res.append((f"config_{_snake(n)}_address_defined", isinstance(addr, str) and bool(_ADDR_RE.match(addr)),
+                    f"{n}.address = {addr!r}"))
+        t = entry.get("timeout_ms")
+        res.append((f"config_{_snake(n)}_timeout_positive", _num(t) and t > 0, f"{n}.timeout_ms = {t!r}"))
+        r = entry.get("retries")
+        res.append((f"config_{_snake(n)}_retries_valid", isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 10,
+                    f"{n}.retries = {r!r}"))
+        p = entry.get("pool_size")
+        res.append((f"config_{_snake(n)}_pool_size_valid", isinstance(p, int) and not isinstance(p, bool) and p >= 1,
+                    f"{n}.pool_size = {p!r}"))
+    entry_path = _fill(tpl["entry"], base)
+    etext = tree.get(entry_path, "")
+    m = re.search(tpl["port_def"], etext)
+    got = m.group(1) if m else None
+    res.append(("entrypoint_port_matches_service", got == str(want_port),
+                f"{entry_path}: default port {got!r}, Service targets {want_port}" if entry_path in tree
+                else f"{entry_path} is missing"))
+    hpath = _fill(tpl["handlers_file"], base)
+    htext = tree.get(hpath, "")
+    tpath = _fill(tpl["test_file"], base)
+    ttext = tree.get(tpath)
+    for op in operations(app, service):
+        name = _styled(op, tpl["handler_style"])
+        pat = _fill(tpl["handler_def"], {"name": re.escape(name)})
+        ok = re.search(pat, htext, re.M) is not None
+        res.append((f"handler_{_snake(op)}_defined", ok, f"{hpath}: handler {name} " + ("defined" if ok else "not defined")))
+    res.append(("unit_test_file_present", ttext is not None and len(ttext.strip()) > 0, tpath))
+    return res
+
+
+def _infra_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
+    svc = app.service(service)
+    base = _values(app, svc)
+    res: list[tuple[str, bool, str]] = []
+    path = config_path(app, service)
+    text = tree.get(path)
+    res.append(("config_present", text is not None, path))
+    text = text or ""
+    m = re.search(tpl["port_def"], text, re.M)
+    got = m.group(1) if m else None
+    want = _port(svc)
+    res.append(("config_port_matches_service", got == str(want), f"{path}: port {got!r}, Service targets {want}"))
+    for chk in tpl.get("checks", []):
+        mm = re.search(chk["regex"], text, re.M)
+        val = mm.group(1) if mm else None
+        ok = val is not None and re.fullmatch(r"\d+(\.\d+)?", val) is not None and float(val) > 0
+        res.append((chk["name"], ok, f"{path}: {chk['name']} value {val!r}"))
+    for c in client_settings(app, service):
+        pat = _fill(tpl["upstream_def"], {**base, "callee_ident": re.escape(_snake(c["name"])),
+                                          "callee": re.escape(c["name"])})
+        ok = re.search(pat, text, re.M) is not None
+        res.append((f"upstream_{_snake(c['name'])}_defined", ok, f"{path}: upstream for {c['name']}"))
+    return res
+
+
+def unit_tests(app: AppSpec, service: str, tree: dict[str, str]) -> list[tuple[str, bool, str]]:
+    """Evaluate the service's unit tests on ``tree``: a list of (test name, passed, message). Never raises
+    for a bad tree (a missing or unparsable file is a failed test)."""
+    svc = app.service(service)
+    tpl = _template_for(svc)
+    if tpl.get("kind") == "infra":
+        return _infra_tests(app, service, tree, tpl)
+    return _code_tests(app, service, tree, tpl)
+
+
+# ---------------------------------------------------------------------------------------------
+# lint
+_LINE_COMMENTS = {
+    ".go": ("//",), ".java": ("//",), ".kt": ("//",), ".kts": ("//",), ".cs": ("//",), ".js": ("//",),
+    ".ts": ("//",), ".cpp": ("//",), ".h": ("//",), ".hpp": ("//",), ".rs": ("//",), ".gradle": ("//",),
+    ".php": ("//", "#"), ".rb": ("#",), ".conf": ("#",), ".sh": ("#",), ".properties": ("#",), ".cnf": ("#",),
+    ".txt": ("#",), ".ex": ("#",), ".exs": ("#",), ".mod": ("//",), ".sql": ("--",), ".lua": ("--",),
+}
+_BLOCK_COMMENT_EXT = {".go", ".java", ".kt", ".kts", ".cs", ".js", ".ts", ".cpp", ".h", ".hpp", ".rs", ".php",
+                      ".gradle", ".sql"}
+_NO_SINGLE_QUOTE = {".rs", ".txt", ".mod", ".properties", ".cnf", ".conf", ".sh", ".ex", ".exs"}
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def _balance(text: str, ext: str) -> str | None:
+    line_c = _LINE_COMMENTS.get(ext, ())
+    quotes = {'"'} if ext in _NO_SINGLE_QUOTE else {'"', "'"}
+    if ext in {".go", ".js", ".ts"}:
+        quotes = quotes | {"`"}
+    stack: list[tuple[str, int]] = []
+    i, line, n = 0, 1, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+        elif any(text.startswith(c, i) for c in line_c):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        elif ext in _BLOCK_COMMENT_EXT and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                return f"line {line}: unterminated block comment"
+            line += text.count("\n", i, j)
+            i = j + 2
+            continue
+        elif ch in quotes:
+            if ext in {".py"} and text.startswith(ch * 3, i):
+                j = text.find(ch * 3, i + 3)
+                if j < 0:
+                    return f"line {line}: unterminated triple-quoted string"
+                line += text.count("\n", i, j)
+                i = j + 3
+                continue
+            j = i + 1
+            while j < n and text[j] != ch:
+                if text[j] == "\\":
+                    j += 1
+                elif text[j] == "\n" and ch != "`":
+                    return f"line {line}: unterminated string literal"
+                j += 1
+            if j >= n:
+                return f"line {line}: unterminated string literal"
+            line += text.count("\n", i, j)
+            i = j + 1
+            continue
+        elif ch in "([{":
+            stack.append((ch, line))
+        elif ch in ")]}":
+            if not stack or stack[-1][0] != _PAIRS[ch]:
+                return f"line {line}: unmatched {ch!r}"
+            stack.pop()
+        i += 1
+    if stack:
+        return f"line {stack[-1][1]}: unclosed {stack[-1][0]!r}"
+    return None
+
+
+def lint(app: AppSpec, service: str, tree: dict[str, str]) -> list[str]:
+    """Structural errors in ``tree`` as ``"path: message"`` strings; empty when every file is well formed.
+    Python is parsed with `ast`, JSON/YAML/TOML/XML with their parsers, everything else is checked for
+    balanced brackets, quotes and comments."""
+    app.service(service)  # unknown service -> KeyError, like the other entry points
+    errors: list[str] = []
+    for path in sorted(tree):
+        text = tree[path]
+        if not isinstance(text, str):
+            errors.append(f"{path}: not a text file")
+            continue
+        ext = Path(path).suffix.lower()
+        name = Path(path).name
+        try:
+            if ext == ".py":
+                ast.parse(text, filename=path)
+            elif ext == ".json":
+                json.loads(text)
+            elif ext in {".yaml", ".yml"}:
+                list(yaml.safe_load_all(text))
+            elif ext == ".toml":
+                tomllib.loads(text)
+            elif ext in {".xml", ".csproj"}:
+                ET.fromstring(text)
+            else:
+                msg = _balance(text, ext if ext else ("." + name.lower()))
+                if msg:
+                    errors.append(f"{path}: {msg}")
+        except SyntaxError as exc:
+            errors.append(f"{path}: line {exc.lineno}: {exc.msg}")
+        except Exception as exc:  # noqa: BLE001 - every parser error is a lint error
+            errors.append(f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return errors
+
+
+__all__ = ["INFRA_LANGUAGES", "client_settings", "config_path", "initial_history", "initial_tree", "lint",
+           "operations", "unit_tests"]
