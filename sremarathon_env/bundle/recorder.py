@@ -1,0 +1,225 @@
+"""The recorder: append-only, hash-chained records, flushed to disk one line at a time, and sealing.
+
+A bundle on disk is a directory:
+- ``records.jsonl``: one canonical record line per record (see `canonical`), each written with a single
+  ``write`` as it is appended, so a process killed at any moment leaves a prefix that verifies;
+- ``manifest.json``: written at `Recorder.seal` (atomically, by rename); its digest covers the chain
+  head, the record count per kind, the complete flag and the final time;
+- ``meta.json`` (optional): wall-clock and host metadata. It is NOT hashed and never scored.
+
+``Recorder(None)`` keeps the same chain in memory only (for RL rollouts); its digest is identical to the
+on-disk one for the same records.
+
+>>> rec = Recorder(None)
+>>> _ = rec.append("alert", 30.0, {"t": 30.0, "alertname": "X", "labels": {}, "fingerprint": "f1",
+...                                "state": "firing"})
+>>> m = rec.seal()
+>>> m.complete, m.n_records, m.counts
+(True, 2, {'alert': 1, 'end': 1})
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from .canonical import GENESIS, CanonicalError, dumps, record_line, sha256_hex
+from .schema import FORMAT, KINDS, validate_data
+
+RECORDS_FILE = "records.jsonl"
+MANIFEST_FILE = "manifest.json"
+META_FILE = "meta.json"
+
+
+class BundleError(Exception):
+    """A bundle that cannot be written or does not verify. ``seq``/``line`` locate the first bad record
+    (0-based record number, 1-based line number) when the problem is in one."""
+
+    def __init__(self, message: str, *, seq: int | None = None, line: int | None = None, file: str | None = None):
+        where = []
+        if file:
+            where.append(file)
+        if line is not None:
+            where.append(f"line {line}")
+        if seq is not None:
+            where.append(f"record {seq}")
+        super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
+        self.reason = message
+        self.seq = seq
+        self.line = line
+        self.file = file
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of the chain. ``data`` is the JSON form of the kind's model (see `schema`)."""
+
+    seq: int
+    kind: str
+    t: float
+    data: dict[str, Any]
+    prev: str
+    hash: str
+
+    def model(self) -> BaseModel:
+        """The typed model of ``data`` (validated on every call; the scorer reads ``data`` directly)."""
+        return validate_data(self.kind, self.data)
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: str
+    n_records: int
+    head: str
+    counts: dict[str, int]
+    complete: bool
+    final_t: float
+    digest: str
+
+    def to_json(self) -> str:
+        return dumps(self.model_dump()) + "\n"
+
+
+def manifest_digest(n_records: int, head: str, counts: dict[str, int], complete: bool, final_t: float) -> str:
+    body = {"format": FORMAT, "n_records": n_records, "head": head, "counts": dict(sorted(counts.items())),
+            "complete": complete, "final_t": float(final_t)}
+    return sha256_hex(dumps(body))
+
+
+def make_manifest(n_records: int, head: str, counts: dict[str, int], complete: bool, final_t: float) -> Manifest:
+    counts = dict(sorted(counts.items()))
+    return Manifest(format=FORMAT, n_records=n_records, head=head, counts=counts, complete=complete,
+                    final_t=float(final_t), digest=manifest_digest(n_records, head, counts, complete, final_t))
+
+
+class Recorder:
+    """Append records, chain and (optionally) persist them; `seal` at the end.
+
+    ``path``: the bundle directory (created; must not already hold a bundle), or None for memory only.
+    ``validate``: check every record's data against its kind's model (on by default).
+    ``listeners``: callables fed each new `Record` after it is appended (e.g. a scorer).
+    ``meta``: wall-clock/host metadata written to meta.json, outside everything hashed.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, validate: bool = True,
+                 listeners: Iterable[Callable[[Record], Any]] = (), meta: dict[str, Any] | None = None,
+                 fsync: bool = False):
+        self.path = Path(path) if path is not None else None
+        self.validate = validate
+        self.listeners = list(listeners)
+        self.fsync = fsync
+        self.records: list[Record] = []
+        self.counts: dict[str, int] = {}
+        self.head = GENESIS
+        self.final_t = 0.0
+        self.manifest: Manifest | None = None
+        self._fd: int | None = None
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            if (self.path / RECORDS_FILE).exists() or (self.path / MANIFEST_FILE).exists():
+                raise BundleError(f"{self.path} already holds a bundle")
+            if meta is not None:
+                (self.path / META_FILE).write_text(json.dumps(meta, sort_keys=True, indent=1, default=str) + "\n")
+            self._fd = os.open(self.path / RECORDS_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+
+    # -- appending ------------------------------------------------------------------------------
+    def append(self, kind: str, t: float, data: Any) -> Record:
+        """Append one record; returns it. Raises `BundleError` for bad data, a time going backwards or
+        a sealed recorder (nothing is written then)."""
+        if self.manifest is not None:
+            raise BundleError("bundle is sealed")
+        if kind == "end":
+            raise BundleError("the end record is written by seal()")
+        return self._append(kind, t, data)
+
+    def _append(self, kind: str, t: float, data: Any) -> Record:
+        seq = len(self.records)
+        try:
+            t = float(t)
+        except (TypeError, ValueError):
+            raise BundleError(f"t must be a number, got {t!r}", seq=seq) from None
+        if not t >= self.final_t:  # also refuses NaN
+            raise BundleError(f"time goes backwards: {kind} at t={t} after t={self.final_t}", seq=seq)
+        if self.validate or isinstance(data, BaseModel):
+            try:
+                model = validate_data(kind, data)
+            except ValueError as e:
+                raise BundleError(f"invalid {kind} record: {e}", seq=seq) from None
+            dt = getattr(model, "t", None)
+            if isinstance(dt, float) and dt != t:
+                raise BundleError(f"{kind} record: data t={dt} differs from record t={t}", seq=seq)
+            data = model.model_dump(mode="json")
+        elif kind not in KINDS:
+            raise BundleError(f"unknown record kind {kind!r}", seq=seq)
+        try:
+            line, h = record_line(seq, kind, t, data, self.head)
+        except CanonicalError as e:
+            raise BundleError(f"{kind} record: {e}", seq=seq) from None
+        if self._fd is not None:
+            buf = (line + "\n").encode("ascii")
+            while buf:
+                n = os.write(self._fd, buf)
+                buf = buf[n:]
+        rec = Record(seq, kind, t, data, self.head, h)
+        self.records.append(rec)
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.head = h
+        self.final_t = t
+        for fn in self.listeners:
+            fn(rec)
+        return rec
+
+    # -- sealing --------------------------------------------------------------------------------
+    @property
+    def digest(self) -> str:
+        """Digest of the bundle so far (of the manifest once sealed)."""
+        if self.manifest is not None:
+            return self.manifest.digest
+        return manifest_digest(len(self.records), self.head, self.counts, False, self.final_t)
+
+    @property
+    def sealed(self) -> bool:
+        return self.manifest is not None
+
+    def seal(self, reason: str = "completed") -> Manifest:
+        """Append the end record and write the manifest. ``reason="completed"`` marks the bundle
+        complete; ``"closed"`` (a run stopped early) seals it as incomplete."""
+        if self.manifest is not None:
+            return self.manifest
+        self._append("end", self.final_t, {"reason": reason, "n_records": len(self.records),
+                                           "final_t": self.final_t})
+        m = make_manifest(len(self.records), self.head, self.counts, reason == "completed", self.final_t)
+        if self._fd is not None:
+            if self.fsync:
+                os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+            tmp = self.path / (MANIFEST_FILE + ".tmp")
+            tmp.write_text(m.to_json(), encoding="ascii")
+            os.replace(tmp, self.path / MANIFEST_FILE)
+        self.manifest = m
+        return m
+
+    def close(self) -> None:
+        """Release the file without sealing (the bundle reads as an incomplete prefix)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,239 @@
+"""Record schema of a bundle: one pydantic model per record kind.
+
+A bundle is an append-only sequence of records ``(seq, kind, t, data)``; ``data`` is the JSON form of
+the model registered for ``kind`` in `RECORD_MODELS`. ``t`` is sim seconds since the start of the
+marathon and never decreases along the chain. Order of records written at the same ``t`` (the run loop
+follows it, the scorer relies on it): ``tick`` of t, then the ``alert`` transitions evaluated at t, then
+the ``invocation`` at t followed by the ``incident``, ``action`` and ``usage`` records it produced.
+``run``, ``schedule`` and ``reference`` come first (t = 0), ``end`` last.
+
+>>> m = validate_data("alert", {"t": 30.0, "alertname": "HighErrorRate", "labels": {"service": "cart"},
+...                             "fingerprint": "ab12", "state": "firing"})
+>>> m.state, m.labels["service"]
+('firing', 'cart')
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FORMAT = "sremarathon-bundle/1"
+
+
+class _Rec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- run ------------------------------------------------------------------------------------------
+class RunRecord(_Rec):
+    """Run configuration and versions (no wall clock). Scoring parameters live here so that a bundle
+    is scored by the rules it was recorded under."""
+
+    app: str
+    seed: int
+    backend: str = "sim"
+    catalogue_version: str
+    rule_pack_version: str
+    cadence_s: float = 120.0
+    budget_s: float = 110.0
+    tick_s: float = 15.0
+    injection_s: float = 3600.0
+    observation_s: float = 1800.0
+    n_invocations: int = 45
+    hold_s: float = Field(120.0, description="repair hold window; n_hold = round(hold_s / tick_s) ticks")
+    grace_s: float = Field(60.0, description="alert attribution grace after a fault's end")
+    penalty_per_forbidden: float = Field(1.0, description="Marathon-Score points per forbidden attempt")
+    versions: dict[str, str] = Field(default_factory=dict, description="package -> version")
+    config: dict[str, Any] = Field(default_factory=dict, description="any further run options")
+
+
+# -- schedule (sealed ground truth) ----------------------------------------------------------------
+class ArtifactRef(_Rec):
+    kind: str = Field(description="commit, config_key, image_tag, resource_spec, node, flag, ...")
+    canonical: str
+    aliases: list[str] = Field(default_factory=list)
+
+
+class FaultInstance(_Rec):
+    instance_id: str
+    fault_id: str
+    category: str
+    mechanism: str
+    start_s: float
+    end_s: float = Field(description="scheduled revert time")
+    target: str
+    culprits: list[str] = Field(min_length=1)
+    artifact: ArtifactRef
+    scope: list[str] = Field(min_length=1, description="services (and nodes/zones for node faults)")
+    silent: bool = False
+    expected_alerts: list[str] = Field(default_factory=list)
+
+
+class NoiseEvent(_Rec):
+    noise_id: str
+    kind: str = Field(description="benign_deploy, restart, latency_blip, flapping_alert, ...")
+    t: float
+    duration_s: float = 0.0
+    target: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScheduleRecord(_Rec):
+    """The schedule with ground truth. Never shown to the agent."""
+
+    faults: list[FaultInstance]
+    noise: list[NoiseEvent] = Field(default_factory=list)
+    schedule_digest: str | None = Field(None, description="the orchestrator's digest of the schedule value")
+
+
+# -- reference (matched no-action run) ------------------------------------------------------------
+class ReferenceRecord(_Rec):
+    """Per-tick entry evidence of the matched no-action run (same app, seed and config)."""
+
+    policy: str = "noop"
+    t: list[float]
+    total: list[float]
+    failed: list[float]
+    slow: list[float]
+    degraded: list[float]
+    source_digest: str | None = Field(None, description="digest of the reference run's own bundle, if sealed")
+
+
+# -- tick -----------------------------------------------------------------------------------------
+class EntryCounts(_Rec):
+    total: float
+    failed: float
+    slow: float
+    degraded: float
+
+
+class FaultProbe(_Rec):
+    active: bool = Field(description="the fault's effect is in place at this tick")
+    probe_ok: bool = Field(description="the fault's symptom probe holds (healthy)")
+    artifact_ok: bool = Field(description="the responsible artifact is in its correct state")
+
+
+class LifecycleEvent(_Rec):
+    instance_id: str
+    event: Literal["injected", "reverted", "ended_repaired", "noise_start", "noise_end"]
+    detail: str = ""
+
+
+class TickRecord(_Rec):
+    """Evidence of one tick: entry traffic, the probes of every fault that is active or repaired but
+    not yet at its scheduled end, and lifecycle events that happened during the tick."""
+
+    t: float
+    entry: EntryCounts
+    faults: dict[str, FaultProbe] = Field(default_factory=dict)
+    events: list[LifecycleEvent] = Field(default_factory=list)
+
+
+# -- alerts ---------------------------------------------------------------------------------------
+class AlertRecord(_Rec):
+    t: float
+    alertname: str
+    labels: dict[str, str]
+    fingerprint: str
+    state: Literal["pending", "firing", "resolved"]
+    severity: str | None = None
+
+
+# -- invocations ----------------------------------------------------------------------------------
+Policy = Literal["allowed", "refused", "forbidden", "out_of_scope"]
+
+
+class ToolCall(_Rec):
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    ok: bool
+    error: str | None = None
+    result_digest: str | None = None
+    result: str | None = Field(None, description="result text, possibly truncated")
+    cost_s: float = 0.0
+    policy: Policy = "allowed"
+
+
+class InvocationRecord(_Rec):
+    index: int
+    t: float
+    calls: list[ToolCall] = Field(default_factory=list)
+    budget_used_s: float = 0.0
+    error: str | None = Field(None, description="agent-side failure (e.g. a malformed action)")
+
+
+# -- incidents, actions, usage --------------------------------------------------------------------
+class IncidentRecord(_Rec):
+    """One incident operation; carries the incident's complete state after the operation."""
+
+    t: float
+    invocation: int
+    op: Literal["report", "update", "resolve"]
+    incident_id: str
+    title: str = ""
+    alerts: list[str] = Field(default_factory=list, description="alert fingerprints")
+    culprits: list[str] = Field(default_factory=list)
+    artifact: str | None = Field(None, description="as the agent wrote it")
+    summary: str = ""
+    status: Literal["open", "resolved"] = "open"
+
+
+class ActionRecord(_Rec):
+    t: float
+    invocation: int
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    targets: list[str] = Field(default_factory=list, description="services / nodes the action touches")
+    incident_id: str | None = Field(None, description="the cited incident")
+    in_scope: bool = Field(description="targets lie within the cited incident's scope")
+    ok: bool = Field(description="the intervention was carried out")
+    forbidden: bool = False
+    refused: str | None = Field(None, description="policy refusal reason, None when allowed")
+    message: str = ""
+
+
+class UsageRecord(_Rec):
+    """Model usage the agent reported for one invocation (increments, not running totals)."""
+
+    t: float
+    invocation: int
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    model: str | None = None
+
+
+class EndRecord(_Rec):
+    reason: Literal["completed", "closed"] = "completed"
+    n_records: int = Field(description="records before this one")
+    final_t: float
+
+
+RECORD_MODELS: dict[str, type[_Rec]] = {
+    "run": RunRecord,
+    "schedule": ScheduleRecord,
+    "reference": ReferenceRecord,
+    "tick": TickRecord,
+    "alert": AlertRecord,
+    "invocation": InvocationRecord,
+    "incident": IncidentRecord,
+    "action": ActionRecord,
+    "usage": UsageRecord,
+    "end": EndRecord,
+}
+KINDS: tuple[str, ...] = tuple(RECORD_MODELS)
+
+
+def validate_data(kind: str, data: Any) -> _Rec:
+    """Validate ``data`` (a model of the kind or a dict) against the model of ``kind``."""
+    model = RECORD_MODELS.get(kind)
+    if model is None:
+        raise ValueError(f"unknown record kind {kind!r}; expected one of {', '.join(KINDS)}")
+    if isinstance(data, model):
+        return data
+    if isinstance(data, BaseModel):
+        raise ValueError(f"record kind {kind!r} needs {model.__name__}, got {type(data).__name__}")
+    return model.model_validate(data)
