@@ -164,7 +164,7 @@ def client_settings(app: AppSpec, service: str) -> list[dict[str, Any]]:
     svc = app.service(service)
     deps: list[tuple[str, str, float | None]] = []
     for e in app.edges:
-        if e.caller == service:
+        if e.caller == service and not (svc.role == "broker" and e.asynchronous):  # a broker's consumers dial it
             deps.append((e.callee, e.protocol, e.deadline_ms))
     for e in app.edges:
         if e.callee == service and e.asynchronous and app.service(e.caller).role == "broker":
@@ -175,6 +175,10 @@ def client_settings(app: AppSpec, service: str) -> list[dict[str, Any]]:
         env_key = _addr_env(svc, callee)
         if env_key is not None:
             address = svc.env[env_key]
+            if not re.search(r":\d+", address):  # a bare host (FLAGD_HOST=flagd): add the port
+                port_key = re.sub(r"_(HOST|ADDR|ADDRESS)$", "_PORT", env_key)
+                port = svc.env.get(port_key) if port_key != env_key else None
+                address = f"{address}:{port or app.service(callee).ports[0].port}"
         else:
             target = app.service(callee)
             address = f"{callee}:{target.ports[0].port}"
@@ -394,7 +398,7 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-_ADDR_RE = re.compile(r"^([a-z][a-z0-9+.-]*://)?[A-Za-z0-9][A-Za-z0-9.-]*:\d{1,5}(/.*)?$")
+_ADDR_RE = re.compile(r"^([a-z][a-z0-9+.-]*://)?([^@/\s]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:\d{1,5}([/?].*)?$")
 
 
 def _code_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:

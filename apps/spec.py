@@ -150,6 +150,11 @@ class RequestPath(_Strict):
     weight: float = Field(gt=0)
     requests_per_task: float = Field(default=1.0, gt=0, description="entry-point HTTP requests per load task")
     calls: list[Call] = Field(default_factory=list, description="calls made by the entry service")
+    gated_by_flag: str | None = Field(
+        default=None,
+        description="feature flag that gates this load task (Astronomy Shop flood_home): while the flag's "
+                    "current variant value is 0/false the task makes no entry request (it still takes its "
+                    "share of the task mix); otherwise requests_per_task is multiplied by the numeric value")
 
 
 class LoadSpec(_Strict):
@@ -230,6 +235,9 @@ class AppSpec(_Strict):
                 if n in flag_names:
                     raise ValueError(f"flags.{i}.name: duplicate flag name {n!r}")
                 flag_names.add(n)
+        for i, p in enumerate(self.load.paths):
+            if p.gated_by_flag is not None and p.gated_by_flag not in flag_names:
+                raise ValueError(f"load.paths.{i}.gated_by_flag: unknown flag {p.gated_by_flag!r}")
         return self
 
     # -- convenience views (deterministic order: declaration order) --------------------------
