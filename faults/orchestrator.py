@@ -1,0 +1,282 @@
+"""The seeded marathon orchestrator: (catalogue release, app, seed) -> `Schedule`.
+
+Semantics (DESIGN.md section 4):
+
+- Arrivals over the injection window (60 min by default) with *rising intensity*: the arrival density
+  grows linearly, ``lambda(t) ~ 1 + slope * t / T``; arrival times are drawn by stratified inverse-CDF
+  sampling so that every run has the same count profile but different times.
+- Per run about sixty faults (uniform in ``n_faults`` +- 3). Durations 4-12 minutes,
+  ``4 + 8 * Beta(a, b)`` minutes with an app-specific mean (`APP_PROFILES`).
+- The category of each arrival follows `CATEGORY_MIX`, the production mix the SRE-Marathon paper
+  cites: code and configuration defects together 39.5 % of high-severity incidents (here 20 % code,
+  20 % config); the rest is split over resource exhaustion, network, dependency/datastore,
+  deployment/image, node/zone and load. Categories an app lacks are dropped and the rest renormalised.
+- Overlaps are allowed, but two faults that share a conflict key (`Fault.conflict_keys`: the same
+  artifact, the same service's revision, resources, replicas, node, flag or load path) are never
+  active at once; an arrival picks among the faults that fit, each fault at most once per run.
+- Then the observation window (30 min) with no new faults. No fault-start notification is given to the
+  agent (the schedule is sealed ground truth); each fault is reverted at ``end_s`` unless repaired.
+- Noise (`faults.noise`) is drawn from its own child stream of the same seed.
+
+Calibration (paper section 4: average simultaneous faults 5.8 / 6.1 / 6.5 and peak 10 / 11 / 11 for
+Online Boutique / Train Ticket / Astronomy Shop): *average* is the time-average of the number of active
+faults from the first injection to the last scheduled revert; *peak* is the maximum of that count. Both
+are averaged over seeds by `calibration`. Tests check each within 15 % over 20 seeds.
+
+>>> from faults.orchestrator import build_schedule
+>>> s = build_schedule("online-boutique", 7)
+>>> s == build_schedule("online-boutique", 7), s.digest() == build_schedule("online-boutique", 7).digest()
+(True, True)
+>>> 45 <= len(s.faults) <= 70
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from faults.model import CATEGORIES, Fault
+
+#: share of arrivals per category (by cause). Code + config = 40 % (paper: 39.5 %).
+CATEGORY_MIX: dict[str, float] = {
+    "code": 0.20,
+    "config": 0.20,
+    "resource": 0.14,
+    "network": 0.12,
+    "dependency": 0.11,
+    "deployment": 0.10,
+    "node": 0.05,
+    "load": 0.08,
+}
+
+
+@dataclass(frozen=True)
+class AppProfile:
+    """Per-app schedule shape, fitted so the calibration figures match the paper."""
+
+    n_faults: int = 60
+    slope: float = 1.0            # intensity at the end of the window is (1 + slope) x that at the start
+    mean_duration_min: float = 6.5
+    concentration: float = 4.0    # Beta(a, b) with a + b = concentration
+
+
+APP_PROFILES: dict[str, AppProfile] = {
+    "online-boutique": AppProfile(slope=1.0, mean_duration_min=6.4, concentration=4.0),
+    "train-ticket": AppProfile(slope=1.5, mean_duration_min=6.7, concentration=4.0),
+    "astronomy-shop": AppProfile(slope=1.0, mean_duration_min=7.2, concentration=4.0),
+}
+DEFAULT_PROFILE = AppProfile()
+MIN_DURATION_S = 240
+MAX_DURATION_S = 720
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScheduledFault(_Strict):
+    instance_id: str
+    fault_id: str
+    start_s: int
+    end_s: int
+    category: str = ""
+    target: str = ""
+
+    @property
+    def duration_s(self) -> int:
+        return self.end_s - self.start_s
+
+
+class NoiseEvent(_Strict):
+    """A benign event: recorded as noise in the ground truth, never scored as a fault."""
+
+    id: str
+    kind: str  # benign_deploy | pod_restart | latency_blip | load_burst | alert_flap
+    start_s: int
+    end_s: int
+    service: str | None = None
+    path: str | None = None
+    params: dict[str, float | int | str] = Field(default_factory=dict)
+
+
+class Schedule(_Strict):
+    app: str
+    seed: int
+    catalogue_version: str
+    injection_s: int
+    observation_s: int
+    noise_rate: float
+    faults: list[ScheduledFault]
+    noise: list[NoiseEvent] = Field(default_factory=list)
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    @property
+    def horizon_s(self) -> int:
+        return self.injection_s + self.observation_s
+
+    def active_at(self, t: float) -> list[ScheduledFault]:
+        return [f for f in self.faults if f.start_s <= t < f.end_s]
+
+    def concurrency(self, step_s: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+        """(grid, number of active faults at each grid time) over the whole marathon."""
+        grid = np.arange(0.0, float(self.horizon_s), step_s)
+        if not self.faults:
+            return grid, np.zeros_like(grid, dtype=np.int64)
+        st = np.array([f.start_s for f in self.faults], dtype=float)
+        en = np.array([f.end_s for f in self.faults], dtype=float)
+        act = ((st[None, :] <= grid[:, None]) & (en[None, :] > grid[:, None])).sum(axis=1)
+        return grid, act
+
+    def stats(self) -> dict[str, float]:
+        """n_faults, avg_active (time-average from first injection to last revert), peak_active,
+        category shares, noise events."""
+        grid, act = self.concurrency()
+        if self.faults:
+            lo = min(f.start_s for f in self.faults)
+            hi = max(f.end_s for f in self.faults)
+            sel = (grid >= lo) & (grid < hi)
+            avg = float(act[sel].mean())
+        else:
+            avg = 0.0
+        out: dict[str, float] = {
+            "n_faults": float(len(self.faults)),
+            "avg_active": avg,
+            "peak_active": float(act.max() if act.size else 0),
+            "n_noise": float(len(self.noise)),
+        }
+        for c in CATEGORIES:
+            out[f"share_{c}"] = (sum(1 for f in self.faults if f.category == c) / len(self.faults)) if self.faults else 0.0
+        return out
+
+    def table(self) -> list[tuple[str, str, str, str, str]]:
+        """Rows (time mm:ss, instance, fault id, target, duration) in start order."""
+        return [(f"{f.start_s // 60:02d}:{f.start_s % 60:02d}", f.instance_id, f.fault_id, f.target,
+                 f"{f.duration_s // 60}m{f.duration_s % 60:02d}s") for f in self.faults]
+
+
+def seed_sequence(*parts: object) -> np.random.SeedSequence:
+    """A SeedSequence from a stable hash of the parts (no Python hash randomisation)."""
+    h = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
+    return np.random.SeedSequence([int.from_bytes(h[i:i + 4], "little") for i in range(0, 16, 4)])
+
+
+def arrival_times(rng: np.random.Generator, n: int, window_s: float, slope: float) -> np.ndarray:
+    """n sorted arrival times in (0, window_s) with linearly rising density (stratified)."""
+    u = (np.arange(n) + rng.random(n)) / n
+    if slope <= 0:
+        x = u
+    else:
+        c = u * (1.0 + slope / 2.0)
+        x = (-1.0 + np.sqrt(1.0 + 2.0 * slope * c)) / slope
+    t = np.clip(np.round(x * window_s), 1, window_s - 1)
+    return np.sort(t).astype(np.int64)
+
+
+def _pick_category(rng: np.random.Generator, available: list[str]) -> list[str]:
+    """A category order for one arrival: the first drawn by the mix, then the rest by the mix."""
+    cats = [c for c in CATEGORIES if c in available]
+    w = np.array([CATEGORY_MIX[c] for c in cats], dtype=float)
+    order = []
+    while cats:
+        p = w / w.sum()
+        i = int(rng.choice(len(cats), p=p))
+        order.append(cats.pop(i))
+        w = np.delete(w, i)
+    return order
+
+
+def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_version: str,
+                    injection_s: int = 3600, profile: AppProfile | None = None) -> list[ScheduledFault]:
+    """The fault part of a schedule, from an explicit fault list (see `build_schedule`)."""
+    prof = profile or APP_PROFILES.get(app, DEFAULT_PROFILE)
+    pool = sorted((f for f in faults if not f.noise), key=lambda f: f.id)
+    if not pool:
+        return []
+    ss = seed_sequence("schedule", catalogue_version, app, seed)
+    r_count, r_times, r_dur, r_pick = (np.random.default_rng(s) for s in ss.spawn(4))
+    scale = injection_s / 3600.0
+    n = max(1, int(round((prof.n_faults + int(r_count.integers(-3, 4))) * scale)))
+    starts = arrival_times(r_times, n, float(injection_s), prof.slope)
+    m = (prof.mean_duration_min - 4.0) / 8.0
+    a, b = m * prof.concentration, (1.0 - m) * prof.concentration
+    durs = np.round((240.0 + 480.0 * r_dur.beta(a, b, n)) / 5.0).astype(np.int64) * 5
+    durs = np.clip(durs, MIN_DURATION_S, MAX_DURATION_S)
+
+    by_cat: dict[str, list[Fault]] = {c: [] for c in CATEGORIES}
+    for f in pool:
+        by_cat[f.category].append(f)
+    keys = {f.id: set(f.conflict_keys()) for f in pool}
+    used: set[str] = set()
+    active: list[tuple[int, int, set[str]]] = []   # (start, end, keys)
+    out: list[ScheduledFault] = []
+    for i in range(n):
+        st, en = int(starts[i]), int(starts[i] + durs[i])
+        busy: set[str] = set()
+        for (s0, e0, ks) in active:
+            if s0 < en and st < e0:
+                busy |= ks
+        avail = [c for c in CATEGORIES if by_cat[c]]
+        chosen = None
+        for c in _pick_category(r_pick, avail):
+            cand = [f for f in by_cat[c] if f.id not in used and not (keys[f.id] & busy)]
+            if cand:
+                chosen = cand[int(r_pick.integers(len(cand)))]
+                break
+        if chosen is None:
+            continue
+        used.add(chosen.id)
+        active.append((st, en, keys[chosen.id]))
+        out.append(ScheduledFault(instance_id="", fault_id=chosen.id, start_s=st, end_s=en,
+                                  category=chosen.category, target=chosen.target))
+    out.sort(key=lambda f: (f.start_s, f.fault_id))
+    return [f.model_copy(update={"instance_id": f"F{i + 1:03d}"}) for i, f in enumerate(out)]
+
+
+def build_schedule(app: str, seed: int, *, catalogue_version: str | None = None, injection_s: int = 3600,
+                   observation_s: int = 1800, noise: bool = True, noise_rate: float = 1.0,
+                   faults: list[Fault] | None = None) -> Schedule:
+    """The schedule for (catalogue release, app, seed). ``faults`` overrides the catalogue (tests)."""
+    from faults.catalogue import CATALOGUE_VERSION, load_catalogue
+    from faults.noise import draw_noise
+
+    version = catalogue_version or CATALOGUE_VERSION
+    if faults is None:
+        if version != CATALOGUE_VERSION:
+            raise ValueError(f"catalogue release {version!r} is not available (this build has {CATALOGUE_VERSION!r})")
+        faults = load_catalogue(app)
+    if injection_s <= 0 or observation_s < 0:
+        raise ValueError("injection_s must be > 0 and observation_s >= 0")
+    if noise_rate < 0:
+        raise ValueError("noise_rate must be >= 0")
+    sched = schedule_faults(app, seed, faults, catalogue_version=version, injection_s=injection_s)
+    events = draw_noise(app, seed, catalogue_version=version, horizon_s=injection_s + observation_s,
+                        rate=noise_rate) if noise and noise_rate > 0 else []
+    return Schedule(app=app, seed=int(seed), catalogue_version=version, injection_s=injection_s,
+                    observation_s=observation_s, noise_rate=float(noise_rate) if noise else 0.0,
+                    faults=sched, noise=events)
+
+
+def calibration(app: str, seeds: Iterable[int], **kw) -> dict[str, float]:
+    """Mean n_faults, avg_active and peak_active over seeds (plus category shares)."""
+    rows = [build_schedule(app, s, noise=False, **kw).stats() for s in seeds]
+    keys = rows[0].keys()
+    return {k: float(np.mean([r[k] for r in rows])) for k in keys}
+
+
+#: the paper's figures (section 4) the calibration targets: (avg simultaneous, peak)
+PAPER_TARGETS: dict[str, tuple[float, float]] = {
+    "online-boutique": (5.8, 10.0),
+    "train-ticket": (6.1, 11.0),
+    "astronomy-shop": (6.5, 11.0),
+}

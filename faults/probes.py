@@ -1,0 +1,85 @@
+"""Evaluate a fault's symptom `Probe` against any `Backend` from its health reads.
+
+A probe is *healthy* when its condition holds. Missing traffic (no requests on a path or edge in the
+current tick, reported as NaN or a zero rate) is no evidence of failure and counts as healthy, except
+for readiness and rollout probes, which read the cluster state directly.
+
+>>> from faults.model import Probe
+>>> class Fake:
+...     def path_health(self, path): return {"rate": 10.0, "error_ratio": 0.4, "p95_ms": 80.0}
+>>> probe_ok(Probe(kind="path_error_ratio_max", path=None, threshold=0.05), Fake())
+False
+>>> probe_ok(Probe(kind="path_p95_ms_max", path="index", threshold=500), Fake())
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from faults.model import Probe
+
+
+def _num(d: dict[str, Any], *keys: str, default: float = math.nan) -> float:
+    for k in keys:
+        if k in d and d[k] is not None:
+            try:
+                return float(d[k])
+            except (TypeError, ValueError):
+                continue
+    return default
+
+
+def _le(value: float, threshold: float) -> bool:
+    return math.isnan(value) or value <= threshold
+
+
+def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, artifact_ok: Any = None) -> bool:
+    """True when the probe's condition holds now.
+
+    ``memo`` keeps state between evaluations (``restarts_stable`` compares the restart count with
+    the previous call). ``artifact_ok`` is a zero-argument callable used by ``artifact`` probes."""
+    k = probe.kind
+    if k in ("path_error_ratio_max", "path_p95_ms_max", "degraded_ratio_max"):
+        h = backend.path_health(probe.path)
+        if _num(h, "rate", "total", default=1.0) <= 0:
+            return True
+        if k == "path_error_ratio_max":
+            return _le(_num(h, "error_ratio"), probe.threshold)
+        if k == "path_p95_ms_max":
+            return _le(_num(h, "p95_ms"), probe.threshold)
+        return _le(_num(h, "degraded_ratio"), probe.threshold)
+    if k in ("edge_error_ratio_max", "edge_p95_ms_max"):
+        h = backend.edge_health(probe.caller, probe.callee)
+        if _num(h, "rate", default=1.0) <= 0:
+            return True
+        return _le(_num(h, "error_ratio" if k == "edge_error_ratio_max" else "p95_ms"), probe.threshold)
+    if k == "service_ready_min":
+        return _num(backend.service_health(probe.service), "ready", default=0.0) >= probe.threshold
+    if k in ("service_error_ratio_max", "service_p95_ms_max"):
+        h = backend.service_health(probe.service)
+        if _num(h, "rate", default=1.0) <= 0:
+            return True
+        return _le(_num(h, "error_ratio" if k == "service_error_ratio_max" else "p95_ms"), probe.threshold)
+    if k == "memory_util_max":
+        return _le(_num(backend.service_health(probe.service), "mem_util", "memory_util"), probe.threshold)
+    if k == "cpu_util_max":
+        return _le(_num(backend.service_health(probe.service), "cpu_util"), probe.threshold)
+    if k == "restarts_stable":
+        h = backend.service_health(probe.service)
+        restarts = _num(h, "restarts", default=0.0)
+        key = f"restarts:{probe.service}"
+        prev = None if memo is None else memo.get(key)
+        if memo is not None:
+            memo[key] = restarts
+        ready_ok = _num(h, "ready", default=0.0) >= max(1.0, probe.threshold)
+        return ready_ok and (prev is None or restarts <= prev)
+    if k == "rollout_ok":
+        h = backend.service_health(probe.service)
+        desired = _num(h, "desired", default=1.0)
+        updated = _num(h, "updated_ready", "ready", default=0.0)
+        return updated >= desired
+    if k == "artifact":
+        return bool(artifact_ok()) if artifact_ok is not None else True
+    raise ValueError(f"unknown probe kind {k!r}")

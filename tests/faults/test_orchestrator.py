@@ -1,0 +1,105 @@
+"""Schedule determinism, calibration to the paper, conflict-freedom and noise."""
+
+import numpy as np
+import pytest
+
+from faults.catalogue import CATALOGUE_VERSION, catalogue_apps, load_catalogue
+from faults.orchestrator import (CATEGORY_MIX, MAX_DURATION_S, MIN_DURATION_S, PAPER_TARGETS, build_schedule,
+                                 calibration)
+
+APPS = catalogue_apps()
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_same_inputs_same_digest(app):
+    a, b = build_schedule(app, 11), build_schedule(app, 11)
+    assert a == b and a.digest() == b.digest()
+    assert a.canonical_json() == b.canonical_json()
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_different_seeds_differ(app):
+    digests = {build_schedule(app, s).digest() for s in range(8)}
+    assert len(digests) == 8
+    starts = {tuple(f.start_s for f in build_schedule(app, s).faults) for s in range(8)}
+    assert len(starts) == 8
+
+
+def test_catalogue_version_is_part_of_the_input():
+    with pytest.raises(ValueError, match="not available"):
+        build_schedule("online-boutique", 1, catalogue_version="1999.01-r0")
+    cat = load_catalogue("online-boutique")
+    a = build_schedule("online-boutique", 1, faults=cat, catalogue_version=CATALOGUE_VERSION)
+    b = build_schedule("online-boutique", 1, faults=cat, catalogue_version="other-release")
+    assert a.digest() != b.digest()
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_shape_window_durations_and_rising_intensity(app):
+    starts_early, starts_late = 0, 0
+    for seed in range(10):
+        s = build_schedule(app, seed)
+        assert s.faults == sorted(s.faults, key=lambda f: (f.start_s, f.fault_id))
+        for f in s.faults:
+            assert 0 < f.start_s < s.injection_s
+            assert MIN_DURATION_S <= f.duration_s <= MAX_DURATION_S
+        ids = [f.fault_id for f in s.faults]
+        assert len(ids) == len(set(ids))
+        assert [f.instance_id for f in s.faults] == [f"F{i + 1:03d}" for i in range(len(s.faults))]
+        starts_early += sum(1 for f in s.faults if f.start_s < 1200)
+        starts_late += sum(1 for f in s.faults if f.start_s >= 2400)
+    assert starts_late > 1.4 * starts_early  # intensity rises over the window
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_no_two_conflicting_faults_overlap(app):
+    by_id = {f.id: f for f in load_catalogue(app)}
+    for seed in range(20):
+        s = build_schedule(app, seed, noise=False)
+        fs = s.faults
+        for i, a in enumerate(fs):
+            ka = set(by_id[a.fault_id].conflict_keys())
+            for b in fs[i + 1:]:
+                if b.start_s >= a.end_s:
+                    continue
+                assert not (ka & set(by_id[b.fault_id].conflict_keys())), (seed, a, b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("app", APPS)
+def test_calibration_within_15_percent_of_the_paper(app):
+    avg_t, peak_t = PAPER_TARGETS[app]
+    c = calibration(app, range(20))
+    assert abs(c["n_faults"] / 60 - 1) <= 0.15, c
+    assert abs(c["avg_active"] / avg_t - 1) <= 0.15, c
+    assert abs(c["peak_active"] / peak_t - 1) <= 0.15, c
+    # code + configuration together about 40 % (paper: 39.5 %)
+    assert 0.30 <= c["share_code"] + c["share_config"] <= 0.50, c
+
+
+def test_category_mix_is_a_distribution_with_code_and_config_40_percent():
+    assert abs(sum(CATEGORY_MIX.values()) - 1) < 1e-9
+    assert abs(CATEGORY_MIX["code"] + CATEGORY_MIX["config"] - 0.40) < 1e-9
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_noise_is_seeded_separate_and_configurable(app):
+    on = build_schedule(app, 4)
+    off = build_schedule(app, 4, noise=False)
+    assert on.faults == off.faults and off.noise == [] and on.noise
+    assert on.noise == build_schedule(app, 4).noise
+    assert on.noise != build_schedule(app, 5).noise
+    heavy = build_schedule(app, 4, noise_rate=3.0)
+    assert len(heavy.noise) > len(on.noise)
+    kinds = {e.kind for e in on.noise}
+    assert kinds <= {"benign_deploy", "pod_restart", "latency_blip", "load_burst", "alert_flap"}
+    for e in on.noise:
+        assert 0 < e.start_s <= e.end_s <= on.horizon_s
+
+
+def test_custom_windows():
+    s = build_schedule("online-boutique", 2, injection_s=1800, observation_s=600)
+    assert all(f.start_s < 1800 for f in s.faults)
+    assert 20 <= len(s.faults) <= 40
+    with pytest.raises(ValueError):
+        build_schedule("online-boutique", 2, injection_s=0)
