@@ -100,21 +100,21 @@ def get_alerts(ctx: "ToolContext", a: S.GetAlerts) -> dict:
 
 
 def query_metrics(ctx: "ToolContext", a: S.QueryMetrics) -> dict:
-    if ctx.promql is None:
-        raise ToolFailure("backend_error", "no PromQL engine is attached to this run")
     now = ctx.now
     for name in ("time_s", "start_s", "end_s"):
         v = getattr(a, name)
         if v is not None and v > now:
             raise ToolFailure("validation_error", f"{name}={v:g} is in the future (now is {now:g})")
+    if a.start_s is not None and a.points(now) > 11_000:
+        raise ToolFailure("validation_error", "range query exceeds 11,000 points per series; "
+                          "raise step_s or shorten the range")
+    if ctx.promql is None:
+        raise ToolFailure("backend_error", "no PromQL engine is attached to this run")
     try:
         if a.start_s is None:
             t = now if a.time_s is None else a.time_s
             return ctx.promql.instant(a.query, t)
         end = now if a.end_s is None else a.end_s
-        if a.points(now) > 11_000:
-            raise ToolFailure("validation_error", "range query exceeds 11,000 points per series; "
-                              "raise step_s or shorten the range")
         return ctx.promql.range(a.query, a.start_s, end, a.step_s)
     except ToolFailure:
         raise

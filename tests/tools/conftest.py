@@ -1,0 +1,18 @@
+"""Shared fixtures for the tool tests."""
+
+from __future__ import annotations
+
+import pytest
+from tool_doubles import ALERTS, OB, History, Recorder
+
+from sremarathon_env.tools import ToolContext, ToolRuntime
+
+
+@pytest.fixture
+def rec():
+    return Recorder()
+
+
+@pytest.fixture
+def rt(rec):
+    return ToolRuntime(ToolContext(backend=rec, app=OB, alerts=History(ALERTS), now=360.0))
