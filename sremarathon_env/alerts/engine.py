@@ -1,0 +1,598 @@
+"""PromQL evaluation over the twin's ``MetricStore``, vectorised across evaluation times.
+
+Expressions are parsed by ``promql-parser`` (see ``syntax.py``) and evaluated for a whole array of
+timestamps at once: instant and range queries are the same computation with one or many times.
+Results are shaped like the ``data`` member of Prometheus's HTTP API, so the twin and a live
+Prometheus answer the agent's ``query_metrics`` calls identically.
+
+Semantics follow Prometheus 2.x: a 5-minute lookback for instant selectors, staleness (a series
+missing from a scrape is stale at once), range windows closed at both ends, rate/increase
+extrapolation, vector matching, and bit-identical float arithmetic (checked against ``promtool``).
+
+>>> import numpy as np
+>>> from sremarathon_env.telemetry.store import MetricStore
+>>> store = MetricStore(step_s=15.0)
+>>> fam = store.family("requests_total", ("service",))
+>>> rows = fam.rows([("cart",), ("frontend",)])
+>>> for k in range(41):
+...     store.write(fam, rows, k, np.array([1.0, 2.0]) * k * 15)
+>>> eng = PromQLEngine(store)
+>>> eng.instant('sum(rate(requests_total[5m]))', 600)["result"][0]["value"]
+[600, '3']
+>>> eng.instant('rate(nope[5m', 600)
+Traceback (most recent call last):
+...
+sremarathon_env.alerts.limits.QueryError: parse error: unexpected end of input inside brackets
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import OrderedDict
+
+import numpy as np
+
+from ..telemetry.store import MetricStore
+from . import syntax as S
+from .limits import Limits, QueryError
+from .rangefuncs import RANGE_FUNCS
+from .values import Labels, Scal, StrVal, Vec, Win, dedupe, drop_name, fmt_time, fmt_value, get
+from .vectorops import aggregate, scalar_scalar, set_op, vector_scalar, vector_vector
+
+_MATH = {
+    "abs": np.abs,
+    "ceil": np.ceil,
+    "floor": np.floor,
+    "exp": np.exp,
+    "ln": np.log,
+    "log2": lambda x: _go_log2(x),
+    "log10": lambda x: np.log(x) * 0.4342944819032518,  # Go: math.log10(x) = Log(x) * (1/Ln10)
+    "sqrt": np.sqrt,
+    "sgn": np.sign,
+}
+
+
+def _go_log2(x: np.ndarray) -> np.ndarray:
+    """Go's math.Log2: exact for powers of two, else Log(frac) * (1/Ln2) + exp."""
+    frac, exp = np.frexp(x)
+    out = np.log(frac) * 1.4426950408889634 + exp
+    return np.where(frac == 0.5, exp - 1.0, out)
+
+
+def _go_expand(template: str, m: re.Match) -> str:
+    """Go regexp's Expand: $1, ${1}, $name, ${name}, $$; unknown groups expand to ''."""
+    out = []
+    i = 0
+    n = len(template)
+    while i < n:
+        c = template[i]
+        if c != "$" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        nxt = template[i + 1]
+        if nxt == "$":
+            out.append("$")
+            i += 2
+            continue
+        if nxt == "{":
+            j = template.find("}", i + 2)
+            name = template[i + 2 : j] if j > 0 else ""
+            if j < 0 or not name or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+                out.append(c)
+                i += 1
+                continue
+            i = j + 1
+        else:
+            mm = re.match(r"[A-Za-z0-9_]+", template[i + 1 :])
+            if not mm:
+                out.append(c)
+                i += 1
+                continue
+            name = mm.group(0)
+            i += 1 + len(name)
+        try:
+            g = m.group(int(name)) if name.isdigit() else m.group(name)
+        except error_types():
+            g = None
+        out.append(g or "")
+    return "".join(out)
+
+
+def error_types():
+    return (IndexError, KeyError, re.error)
+
+
+class _Ctx:
+    def __init__(self, times: np.ndarray, default_step_ms: int):
+        self.times = times
+        self.default_step_ms = default_step_ms
+        self.cache: dict[str, object] = {}
+        self.series = 0
+        self.sub_steps = 0
+
+
+class PromQLEngine:
+    """Evaluate PromQL over a ``MetricStore``. Times are in seconds (floats), as in the HTTP API."""
+
+    def __init__(self, store: MetricStore, limits: Limits | None = None, default_step_s: float = 60.0):
+        self.store = store
+        self.limits = limits or Limits()
+        self.default_step_ms = int(round(default_step_s * 1000))
+        self._compiled: OrderedDict[str, S.Node] = OrderedDict()
+        self._sel_cache: dict[tuple, tuple[int, list]] = {}
+        self.step_ms = int(round(store.step_s * 1000))
+        self.t0_ms = int(round(store.t0_s * 1000))
+
+    # ------------------------------------------------------------------ public API
+    def compile(self, expr: str) -> S.Node:
+        if not isinstance(expr, str):
+            raise QueryError("bad_data", "query must be a string")
+        if len(expr) > self.limits.max_query_length:
+            raise QueryError("bad_data", f"query longer than {self.limits.max_query_length} characters")
+        node = self._compiled.get(expr)
+        if node is None:
+            node = S.compile_expr(expr)
+            self._compiled[expr] = node
+            if len(self._compiled) > 1024:
+                self._compiled.popitem(last=False)
+        return node
+
+    def instant(self, expr: str, t: float) -> dict:
+        """Instant query at ``t`` seconds: ``{"resultType": ..., "result": ...}``."""
+        node = self.compile(expr)
+        t_ms = self._ms(t)
+        times = np.array([t_ms], dtype=np.int64)
+        val = self._run(node, times, allow_matrix=True)
+        ts = fmt_time(t_ms)
+        if isinstance(val, Scal):
+            return {"resultType": "scalar", "result": [ts, fmt_value(float(val.v[0]))]}
+        if isinstance(val, StrVal):
+            return {"resultType": "string", "result": [ts, val.s]}
+        if isinstance(val, Win):
+            return self._format_window(val)
+        result = []
+        for i in self._sorted_rows(val.labels):
+            if val.p[i, 0]:
+                result.append({"metric": dict(val.labels[i]), "value": [ts, fmt_value(float(val.v[i, 0]))]})
+        self._check_points(len(result))
+        return {"resultType": "vector", "result": result}
+
+    def range(self, expr: str, start: float, end: float, step: float) -> dict:
+        """Range query over ``[start, end]`` every ``step`` seconds: a matrix."""
+        node = self.compile(expr)
+        s_ms, e_ms, st_ms = self._ms(start), self._ms(end), self._ms(step)
+        if st_ms <= 0:
+            raise QueryError("bad_data", "zero or negative query resolution step widths are not accepted")
+        if e_ms < s_ms:
+            raise QueryError("bad_data", "end timestamp must not be before start time")
+        n = (e_ms - s_ms) // st_ms + 1
+        if n > self.limits.max_steps:
+            raise QueryError("bad_data", f"exceeded maximum resolution of {self.limits.max_steps} points per timeseries. Try decreasing the query resolution (?step=XX)")
+        kind = S.kind_of(node)
+        if kind not in ("v", "s"):
+            names = {"m": "range vector", "str": "string"}
+            raise QueryError("bad_data", f"invalid expression type \"{names[kind]}\" for range query, must be Scalar or instant Vector")
+        times = s_ms + st_ms * np.arange(n, dtype=np.int64)
+        val = self._run(node, times, default_step_ms=st_ms)
+        tl = [fmt_time(int(t)) for t in times]
+        if isinstance(val, Scal):
+            vec = Vec([()], val.v[None, :], np.ones((1, n), bool))
+        else:
+            vec = val
+        result = []
+        pts = 0
+        for i in self._sorted_rows(vec.labels):
+            cols = np.flatnonzero(vec.p[i])
+            if len(cols) == 0:
+                continue
+            pts += len(cols)
+            self._check_points(pts)
+            row = vec.v[i]
+            result.append({"metric": dict(vec.labels[i]), "values": [[tl[c], fmt_value(float(row[c]))] for c in cols]})
+        return {"resultType": "matrix", "result": result}
+
+    def query(self, expr: str, t: float | None = None, start: float | None = None, end: float | None = None,
+              step: float | None = None) -> dict:
+        """Never raises: the full HTTP-API body, ``{"status": "success", "data": ...}`` or an error body."""
+        try:
+            if start is not None or end is not None:
+                if start is None or end is None or step is None:
+                    raise QueryError("bad_data", "a range query needs start, end and step")
+                data = self.range(expr, float(start), float(end), float(step))
+            else:
+                data = self.instant(expr, float(t if t is not None else self.store.times()[-1] if self.store.n_ticks else 0.0))
+            return {"status": "success", "data": data}
+        except QueryError as err:
+            return err.to_dict()
+        except (TypeError, ValueError) as err:
+            return QueryError("bad_data", str(err)).to_dict()
+
+    def evaluate(self, node: S.Node, times_ms: np.ndarray, default_step_ms: int | None = None, ctx: _Ctx | None = None):
+        """Evaluate a compiled node at many times (ms); returns Vec/Scal. Used by the alert engine."""
+        return self._run(node, np.asarray(times_ms, dtype=np.int64), default_step_ms=default_step_ms, ctx=ctx)
+
+    def new_context(self, times_ms: np.ndarray, default_step_ms: int | None = None) -> _Ctx:
+        """A context whose cache shares equal sub-expressions between several evaluations."""
+        return _Ctx(np.asarray(times_ms, dtype=np.int64), default_step_ms or self.default_step_ms)
+
+    # ------------------------------------------------------------------ internals
+    def _ms(self, t) -> int:
+        try:
+            f = float(t)
+        except (TypeError, ValueError):
+            raise QueryError("bad_data", f"cannot parse {t!r} to a valid timestamp") from None
+        if not math.isfinite(f):
+            raise QueryError("bad_data", f"cannot parse {t!r} to a valid timestamp")
+        return int(round(f * 1000))
+
+    def _check_points(self, n: int) -> None:
+        if n > self.limits.max_points:
+            raise QueryError("too_expensive", f"query returns more than {self.limits.max_points} points")
+
+    @staticmethod
+    def _sorted_rows(labels: list[Labels]) -> list[int]:
+        return sorted(range(len(labels)), key=lambda i: labels[i])
+
+    def _format_window(self, w: Win) -> dict:
+        result = []
+        for i in self._sorted_rows(w.labels):
+            lo, hi = max(int(w.lo[0]), 0), min(int(w.hi[0]), w.v.shape[1] - 1)
+            vals = [[fmt_time(int(w.gt[j])), fmt_value(float(w.v[i, j]))] for j in range(lo, hi + 1) if w.p[i, j]]
+            if vals:
+                result.append({"metric": dict(w.labels[i]), "values": vals})
+        return {"resultType": "matrix", "result": result}
+
+    def _run(self, node, times, allow_matrix=False, default_step_ms=None, ctx=None):
+        ctx = ctx or _Ctx(times, default_step_ms or self.default_step_ms)
+        try:
+            with np.errstate(all="ignore"):
+                if isinstance(node, (S.MatSel, S.Subq)):
+                    if not allow_matrix:
+                        raise QueryError("bad_data", "a range vector cannot be evaluated here")
+                    return self._window(node, ctx)
+                return self._eval(node, ctx)
+        except QueryError:
+            raise
+        except RecursionError:
+            raise QueryError("bad_data", "query is nested too deeply") from None
+        except MemoryError:
+            raise QueryError("too_expensive", "query needs too much memory") from None
+        except Exception as err:  # an engine bug must still reach the caller as a structured error
+            raise QueryError("execution", f"{type(err).__name__}: {err}") from None
+
+    def _eval(self, node, ctx: _Ctx):
+        hit = ctx.cache.get(node.key)
+        if hit is not None:
+            return hit
+        out = self._eval_uncached(node, ctx)
+        ctx.cache[node.key] = out
+        return out
+
+    def _eval_uncached(self, node, ctx: _Ctx):  # noqa: C901
+        T = len(ctx.times)
+        if isinstance(node, S.Num):
+            return Scal(np.full(T, node.val))
+        if isinstance(node, S.Str):
+            return StrVal(node.val)
+        if isinstance(node, S.Sel):
+            return self._instant_selector(node, ctx)
+        if isinstance(node, S.Neg):
+            inner = self._eval(node.expr, ctx)
+            if isinstance(inner, Scal):
+                return Scal(-inner.v)
+            return dedupe(Vec([drop_name(lb) for lb in inner.labels], -inner.v, inner.p))
+        if isinstance(node, S.Agg):
+            vec = self._eval(node.expr, ctx)
+            param = self._eval(node.param, ctx) if node.param is not None else None
+            if node.op in ("topk", "bottomk", "quantile") and not isinstance(param, Scal):
+                raise QueryError("bad_data", f"{node.op}: expected a scalar parameter")
+            return aggregate(node.op, vec, param, node.without, node.grouping)
+        if isinstance(node, S.Bin):
+            lhs = self._eval(node.lhs, ctx)
+            rhs = self._eval(node.rhs, ctx)
+            if isinstance(lhs, Scal) and isinstance(rhs, Scal):
+                return scalar_scalar(node.op, lhs, rhs)
+            if isinstance(lhs, Scal):
+                return vector_scalar(node.op, rhs, lhs, True, node.return_bool)
+            if isinstance(rhs, Scal):
+                return vector_scalar(node.op, lhs, rhs, False, node.return_bool)
+            if node.op in S.SETOPS:
+                return set_op(node.op, lhs, rhs, node.on, node.match_labels)
+            return vector_vector(node.op, lhs, rhs, node.card, node.on, node.match_labels, node.include, node.return_bool)
+        if isinstance(node, S.Call):
+            return self._call(node, ctx)
+        if isinstance(node, (S.MatSel, S.Subq)):
+            raise QueryError("bad_data", "a range vector is not allowed here")
+        raise QueryError("bad_data", f"unsupported expression {node.key}")
+
+    # ---------------------------------------------------------------- selectors
+    def _select(self, sel: S.Sel, ctx: _Ctx):
+        """[(family, rows)] and the labels of the selected series, in store order."""
+        store = self.store
+        fams = store.families(sel.name) if sel.name is not None else [f for n in store.names() for f in store.families(n)]
+        key = tuple((m.name, m.op, m.value) for m in sel.matchers)
+        parts = []
+        labels: list[Labels] = []
+        for fam in fams:
+            ck = (key, id(fam))
+            done, rows = self._sel_cache.get(ck, (0, []))
+            n = len(fam)
+            if done < n:
+                rows = list(rows)
+                for r in range(done, n):
+                    d = fam.labels(r)
+                    if all(m.matches(d.get(m.name, "")) for m in sel.matchers):
+                        rows.append((r, tuple(sorted((k, v) for k, v in d.items() if v != ""))))
+                self._sel_cache[ck] = (n, rows)
+            if rows:
+                parts.append((fam, np.fromiter((r for r, _ in rows), dtype=np.intp, count=len(rows))))
+                labels.extend(lb for _, lb in rows)
+        if len(parts) > 1 or any(len(r) > 1 for _, r in parts):
+            order = sorted(range(len(labels)), key=labels.__getitem__)
+            if order != list(range(len(labels))):
+                # Prometheus hands series to functions and aggregations sorted by labels
+                labels = [labels[i] for i in order]
+                parts = [("perm", np.asarray(order, dtype=np.intp), parts)]
+        ctx.series += len(labels)
+        if ctx.series > self.limits.max_series:
+            raise QueryError("too_expensive", f"query touches more than {self.limits.max_series} series")
+        return parts, labels
+
+    def _gather(self, parts, cols: np.ndarray) -> np.ndarray:
+        n_ticks = self.store.n_ticks
+        if parts and parts[0][0] == "perm":
+            _, order, inner = parts[0]
+            return self._gather(inner, cols)[order]
+        blocks = [fam.values(n_ticks)[rows[:, None], cols[None, :]] for fam, rows in parts]
+        if not blocks:
+            return np.zeros((0, len(cols)))
+        return np.vstack(blocks) if len(blocks) > 1 else blocks[0]
+
+    def _ref_times(self, sel_at: int | None, offset_ms: int, ctx: _Ctx) -> np.ndarray:
+        base = ctx.times if sel_at is None else np.full(len(ctx.times), sel_at, dtype=np.int64)
+        return base - offset_ms
+
+    def _instant_selector(self, sel: S.Sel, ctx: _Ctx) -> Vec:
+        T = len(ctx.times)
+        parts, labels = self._select(sel, ctx)
+        n_ticks = self.store.n_ticks
+        if not labels or n_ticks == 0:
+            return Vec.empty(T)
+        ref = self._ref_times(sel.at_ms, sel.offset_ms, ctx)
+        idx = (ref - self.t0_ms) // self.step_ms
+        before = idx < 0
+        j = np.clip(idx, 0, n_ticks - 1)
+        lb = self.limits.lookback_ms
+        if self.limits.stale_on_gap:
+            vals = self._gather(parts, j)
+            tj = self.t0_ms + j * self.step_ms
+            p = ~np.isnan(vals) & ((ref - tj) <= lb)[None, :] & ~before[None, :]
+            return Vec(labels, vals, p)
+        look = lb // self.step_ms + 1
+        c0 = max(int(j.min()) - look, 0)
+        c1 = int(j.max())
+        cols = np.arange(c0, c1 + 1)
+        block = self._gather(parts, cols)
+        pres = ~np.isnan(block)
+        pv = np.maximum.accumulate(np.where(pres, np.arange(len(cols)), -1), axis=1)
+        last = pv[:, j - c0]
+        ok = last >= 0
+        src = np.maximum(last, 0)
+        vals = np.take_along_axis(block, src, axis=1)
+        tj = self.t0_ms + (c0 + src) * self.step_ms
+        p = ok & ((ref[None, :] - tj) <= lb) & ~before[None, :]
+        return Vec(labels, vals, p)
+
+    def _window(self, node, ctx: _Ctx) -> Win:
+        hit = ctx.cache.get(node.key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        w = self._matrix_selector(node, ctx) if isinstance(node, S.MatSel) else self._subquery(node, ctx)
+        ctx.cache[node.key] = w
+        return w
+
+    def _matrix_selector(self, node: S.MatSel, ctx: _Ctx) -> Win:
+        sel = node.sel
+        parts, labels = self._select(sel, ctx)
+        n_ticks = self.store.n_ticks
+        ref = self._ref_times(sel.at_ms, sel.offset_ms, ctx)
+        st = self.step_ms
+        lo_abs = -((-(ref - node.range_ms - self.t0_ms)) // st)  # ceil
+        hi_abs = np.minimum((ref - self.t0_ms) // st, n_ticks - 1)
+        lo_abs = np.maximum(lo_abs, 0)
+        c0 = int(lo_abs.min()) if len(lo_abs) else 0
+        c1 = int(hi_abs.max()) if len(hi_abs) else -1
+        if c1 < c0 or not labels:
+            G = 0
+            cols = np.zeros(0, dtype=np.intp)
+        else:
+            cols = np.arange(c0, c1 + 1)
+            G = len(cols)
+        v = self._gather(parts, cols) if G else np.zeros((len(labels), 0))
+        return Win(labels, v, ~np.isnan(v), self.t0_ms + cols.astype(np.int64) * st,
+                   lo_abs - c0, hi_abs - c0, node.range_ms, sel.offset_ms)
+
+    def _subquery(self, node: S.Subq, ctx: _Ctx) -> Win:
+        step = node.step_ms or ctx.default_step_ms
+        ref = self._ref_times(node.at_ms, node.offset_ms, ctx)
+        start = int(ref.min()) - node.range_ms
+        start = step * (start // step) + (step if start % step else 0)
+        end = int(ref.max())
+        n = (end - start) // step + 1 if end >= start else 0
+        ctx.sub_steps += n
+        if ctx.sub_steps > self.limits.max_subquery_steps:
+            raise QueryError("too_expensive", f"subqueries need more than {self.limits.max_subquery_steps} inner steps")
+        inner_t = start + step * np.arange(max(n, 0), dtype=np.int64)
+        sub = _Ctx(inner_t, ctx.default_step_ms)
+        sub.series, sub.sub_steps = ctx.series, ctx.sub_steps
+        val = self._eval(node.expr, sub) if n > 0 else Vec.empty(0)
+        ctx.series, ctx.sub_steps = sub.series, sub.sub_steps
+        if isinstance(val, Scal):
+            raise QueryError("bad_data", "subquery is only allowed on instant vector")
+        lo = -((-(ref - node.range_ms - start)) // step)
+        hi = (ref - start) // step
+        return Win(val.labels, val.v, val.p, inner_t, lo, hi, node.range_ms, node.offset_ms)
+
+    # ---------------------------------------------------------------- functions
+    def _call(self, node: S.Call, ctx: _Ctx):  # noqa: C901
+        name, args = node.name, node.args
+        T = len(ctx.times)
+        if name == "time":
+            return Scal(ctx.times.astype(np.float64) / 1000)
+        if name == "vector":
+            s = self._eval(args[0], ctx)
+            return Vec([()], s.v[None, :].copy(), np.ones((1, T), bool))
+        if name in RANGE_FUNCS:
+            margs = [a for a in args if isinstance(a, (S.MatSel, S.Subq))]
+            w = self._window(margs[0], ctx)
+            q = None
+            sargs = [a for a in args if not isinstance(a, (S.MatSel, S.Subq))]
+            if sargs:
+                q = self._eval(sargs[0], ctx).v
+            v, p = RANGE_FUNCS[name](w, ctx.times, q)
+            keep_name = name == "last_over_time"  # Prometheus 2.x keeps the name only here
+            labels = w.labels if keep_name else [drop_name(lb) for lb in w.labels]
+            return dedupe(Vec(labels, np.asarray(v, dtype=np.float64), p))
+        if name == "absent_over_time":
+            w = self._window(args[0], ctx)
+            cnt = RANGE_FUNCS["count_over_time"](w, ctx.times, None)[1]
+            none = ~cnt.any(axis=0) if len(w.labels) else np.ones(T, bool)
+            lb = self._absent_labels(args[0].sel if isinstance(args[0], S.MatSel) else None)
+            return Vec([lb], np.ones((1, T)), none[None, :])
+        if name == "absent":
+            vec = self._eval(args[0], ctx)
+            none = ~vec.p.any(axis=0) if vec.labels else np.ones(T, bool)
+            lb = self._absent_labels(args[0] if isinstance(args[0], S.Sel) else None)
+            return Vec([lb], np.ones((1, T)), none[None, :])
+        if name == "scalar":
+            vec = self._eval(args[0], ctx)
+            if not vec.labels:
+                return Scal(np.full(T, np.nan))
+            cnt = vec.p.sum(axis=0)
+            first = np.argmax(vec.p, axis=0)
+            vals = vec.v[first, np.arange(T)]
+            return Scal(np.where(cnt == 1, vals, np.nan))
+        if name == "histogram_quantile":
+            q = self._eval(args[0], ctx).v
+            return self._histogram_quantile(q, self._eval(args[1], ctx))
+        vec = self._eval(args[0], ctx)
+        labels = [drop_name(lb) for lb in vec.labels]
+        if name in _MATH:
+            return dedupe(Vec(labels, _MATH[name](vec.v), vec.p))
+        if name == "round":
+            to = self._eval(args[1], ctx).v if len(args) > 1 else np.ones(T)
+            inv = 1.0 / to
+            return dedupe(Vec(labels, np.floor(vec.v * inv[None, :] + 0.5) / inv[None, :], vec.p))
+        if name == "clamp":
+            lo = self._eval(args[1], ctx).v[None, :]
+            hi = self._eval(args[2], ctx).v[None, :]
+            p = vec.p & ~(hi < lo)
+            return dedupe(Vec(labels, np.maximum(lo, np.minimum(hi, vec.v)), p))
+        if name == "clamp_min":
+            return dedupe(Vec(labels, np.maximum(vec.v, self._eval(args[1], ctx).v[None, :]), vec.p))
+        if name == "clamp_max":
+            return dedupe(Vec(labels, np.minimum(vec.v, self._eval(args[1], ctx).v[None, :]), vec.p))
+        if name == "label_replace":
+            dst, repl, src, rx = (a.val for a in args[1:])
+            pat = re.compile(rx, re.DOTALL)
+            out = []
+            for lb in vec.labels:
+                m = pat.fullmatch(get(lb, src))
+                if m is None:
+                    out.append(lb)
+                    continue
+                d = dict(lb)
+                val = _go_expand(repl, m)
+                if val:
+                    d[dst] = val
+                else:
+                    d.pop(dst, None)
+                out.append(tuple(sorted(d.items())))
+            return dedupe(Vec(out, vec.v, vec.p))
+        raise QueryError("bad_data", f"function {name!r} is not supported")
+
+    @staticmethod
+    def _absent_labels(sel: S.Sel | None) -> Labels:
+        if sel is None:
+            return ()
+        eq: dict[str, str] = {}
+        dup: set[str] = set()
+        for m in sel.matchers:
+            if m.op == "=" and m.name != "__name__":
+                if m.name in eq:
+                    dup.add(m.name)
+                eq[m.name] = m.value
+        return tuple(sorted((k, v) for k, v in eq.items() if k not in dup and v != ""))
+
+    def _histogram_quantile(self, q: np.ndarray, vec: Vec) -> Vec:
+        T = len(q)
+        groups: dict[Labels, list[tuple[float, int]]] = {}
+        for i, lb in enumerate(vec.labels):
+            le = get(lb, "le")
+            try:
+                ub = float(le)
+            except ValueError:
+                continue
+            key = tuple(x for x in lb if x[0] not in ("__name__", "le"))
+            groups.setdefault(key, []).append((ub, i))
+        out_l, out_v, out_p = [], [], []
+        for key, members in groups.items():
+            members.sort(key=lambda x: x[0])
+            ubs = np.array([u for u, _ in members])
+            rows = np.array([r for _, r in members])
+            C = vec.v[rows]
+            P = vec.p[rows]
+            anyp = P.any(axis=0)
+            res = np.full(T, np.nan)
+            uniq = len(np.unique(ubs)) == len(ubs)
+            full = P.all(axis=0) & anyp
+            if uniq:
+                res = np.where(full, _bucket_quantile(q, ubs, C), res)
+            for t in np.flatnonzero(anyp & ~(full & uniq)):
+                sel = P[:, t]
+                res[t] = _bucket_quantile(q[t : t + 1], ubs[sel], C[sel][:, t : t + 1], coalesce=True)[0]
+            out_l.append(key)
+            out_v.append(res)
+            out_p.append(anyp)
+        if not out_l:
+            return Vec.empty(T)
+        return Vec(out_l, np.vstack(out_v), np.vstack(out_p))
+
+
+def _bucket_quantile(q: np.ndarray, ubs: np.ndarray, C: np.ndarray, coalesce: bool = False) -> np.ndarray:
+    """Prometheus's bucketQuantile for one bucket set, across times. ubs sorted, C (m, T)."""
+    if coalesce and len(ubs) > 1:
+        keep_ub, keep_c = [ubs[0]], [C[0].copy()]
+        for u, c in zip(ubs[1:], C[1:]):
+            if u == keep_ub[-1]:
+                keep_c[-1] = keep_c[-1] + c
+            else:
+                keep_ub.append(u)
+                keep_c.append(c.copy())
+        ubs, C = np.array(keep_ub), np.vstack(keep_c)
+    m, T = C.shape
+    res = np.full(T, np.nan)
+    if m == 0 or not np.isposinf(ubs[-1]):
+        return np.where(q < 0, -np.inf, np.where(q > 1, np.inf, res))
+    acc = np.fmax.accumulate(C, axis=0)
+    C = np.where(np.isnan(C), C, acc)
+    if m < 2:
+        return np.where(q < 0, -np.inf, np.where(q > 1, np.inf, res))
+    obs = C[-1]
+    rank = q * obs
+    ge = C[:-1] >= rank[None, :]
+    b = np.where(ge.any(axis=0), np.argmax(ge, axis=0), m - 1)
+    cols = np.arange(T)
+    end = ubs[b]
+    cnt = C[b, cols]
+    start = np.where(b > 0, ubs[np.maximum(b - 1, 0)], 0.0)
+    prevc = np.where(b > 0, C[np.maximum(b - 1, 0), cols], 0.0)
+    cnt = np.where(b > 0, cnt - prevc, cnt)
+    rk = np.where(b > 0, rank - prevc, rank)
+    val = start + (end - start) * (rk / cnt)
+    val = np.where((b == 0) & (ubs[0] <= 0), ubs[0], val)
+    val = np.where(b == m - 1, ubs[m - 2], val)
+    val = np.where(obs == 0, np.nan, val)
+    return np.where(q < 0, -np.inf, np.where(q > 1, np.inf, val))

@@ -1,0 +1,130 @@
+"""Intermediate values of the evaluator, each covering many evaluation times at once.
+
+An instant vector over ``T`` evaluation times is ``Vec``: one row per label set, a value matrix
+``(n, T)`` and a presence mask (a sample may be present with the value NaN, as in Prometheus). A
+range vector is ``Win``: samples on a regular grid plus, for each evaluation time, the inclusive grid
+index range that its window covers.
+
+>>> v = Vec([(("a", "1"),)], np.array([[1.0, 2.0]]), np.array([[True, False]]))
+>>> fmt_value(0.1 + 0.2), fmt_value(float("inf")), fmt_value(1e21)
+('0.30000000000000004', '+Inf', '1000000000000000000000')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .limits import QueryError
+
+Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs, values non-empty
+
+
+@dataclass
+class Vec:
+    labels: list[Labels]
+    v: np.ndarray  # (n, T) float64
+    p: np.ndarray  # (n, T) bool
+
+    @staticmethod
+    def empty(T: int) -> "Vec":
+        return Vec([], np.zeros((0, T)), np.zeros((0, T), dtype=bool))
+
+    def take(self, rows) -> "Vec":
+        rows = np.asarray(rows, dtype=np.intp)
+        return Vec([self.labels[i] for i in rows], self.v[rows], self.p[rows])
+
+
+@dataclass
+class Scal:
+    v: np.ndarray  # (T,)
+
+
+@dataclass
+class StrVal:
+    s: str
+
+
+@dataclass
+class Win:
+    labels: list[Labels]
+    v: np.ndarray  # (n, G) samples on the grid
+    p: np.ndarray  # (n, G) presence
+    gt: np.ndarray  # (G,) int64 sample times in ms
+    lo: np.ndarray  # (T,) first grid index in the window (may be > hi: empty)
+    hi: np.ndarray  # (T,) last grid index in the window
+    range_ms: int
+    offset_ms: int
+
+
+def drop_name(lb: Labels) -> Labels:
+    if lb and lb[0][0] == "__name__":
+        return lb[1:]
+    return tuple(x for x in lb if x[0] != "__name__")
+
+
+def to_labels(d: dict[str, str]) -> Labels:
+    return tuple(sorted((k, v) for k, v in d.items() if v != ""))
+
+
+def get(lb: Labels, name: str) -> str:
+    for k, v in lb:
+        if k == name:
+            return v
+    return ""
+
+
+def dedupe(vec: Vec) -> Vec:
+    """Merge rows with equal label sets; two of them present at the same time is an error."""
+    seen: dict[Labels, int] = {}
+    dup = False
+    for i, lb in enumerate(vec.labels):
+        if lb in seen:
+            dup = True
+            break
+        seen[lb] = i
+    if not dup:
+        return vec
+    order: dict[Labels, list[int]] = {}
+    for i, lb in enumerate(vec.labels):
+        order.setdefault(lb, []).append(i)
+    labels, vs, ps = [], [], []
+    for lb, rows in order.items():
+        if len(rows) == 1:
+            labels.append(lb)
+            vs.append(vec.v[rows[0]])
+            ps.append(vec.p[rows[0]])
+            continue
+        pcount = vec.p[rows].sum(axis=0)
+        if (pcount > 1).any():
+            raise QueryError("execution", "vector cannot contain metrics with the same labelset")
+        sel = np.argmax(vec.p[rows], axis=0)
+        idx = np.asarray(rows)[sel]
+        cols = np.arange(vec.v.shape[1])
+        labels.append(lb)
+        vs.append(vec.v[idx, cols])
+        ps.append(pcount > 0)
+    T = vec.v.shape[1]
+    if not labels:
+        return Vec.empty(T)
+    return Vec(labels, np.vstack(vs), np.vstack(ps))
+
+
+def fmt_value(x: float) -> str:
+    """Format a sample value as Prometheus's HTTP API does (Go's FormatFloat 'f', -1)."""
+    if x != x:
+        return "NaN"
+    if x == float("inf"):
+        return "+Inf"
+    if x == float("-inf"):
+        return "-Inf"
+    return np.format_float_positional(x, unique=True, trim="-")
+
+
+def fmt_time(t_ms: int) -> float | int:
+    return t_ms / 1000 if t_ms % 1000 else t_ms // 1000
+
+
+def metric_dict(lb: Labels) -> dict[str, str]:
+    return dict(lb)
