@@ -1,0 +1,440 @@
+"""The marathon run loop: clock, cadence, orchestrator, backend, alerts, tools and the recorder.
+
+A `Marathon` is usable without Gymnasium (scripted policies, the leaderboard). Time only moves in
+`advance_to_next_invocation`; an invocation's reads see the frozen clock.
+
+>>> m = Marathon(MarathonConfig(app="online-boutique", seed=0, injection_s=600, observation_s=240))
+>>> obs = m.start()
+>>> obs["t"], m.n_invocations
+(120.0, 7)
+>>> results = m.invoke([{"tool": "get_topology", "args": {}}])
+>>> results[0].ok
+True
+>>> while m.advance_to_next_invocation():
+...     _ = m.invoke([])
+>>> report = m.finish()
+>>> 0.0 <= report.marathon_score <= 100.0
+True
+
+Per tick (every ``tick_s``), in this order: orchestrator events due by then (fault injections and
+scheduled reverts, noise), one twin tick, each live fault's symptom probe and artifact check; then
+the tick record. Alert rules are evaluated once per invocation interval over all its ticks (one
+vectorised pass) and their transitions are recorded after the tick records of the same times.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from apps import load_app
+from faults.catalogue import CATALOGUE_VERSION, load_catalogue
+from faults.noise import apply_noise, end_noise
+from faults.orchestrator import Schedule, build_schedule
+from faults.realise import FaultHandle, artifact_ok, inject, probe_ok, revert
+from sremarathon_env.bundle import Recorder
+from sremarathon_env.tools import Limits, ToolContext, ToolResult, ToolRuntime
+
+ENV_VERSION = "0.1.0"
+
+
+class MarathonConfig(BaseModel):
+    """Everything that determines a run (together with the agent's calls)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    app: str = "online-boutique"
+    seed: int = 0
+    backend: str = "sim"
+    cadence_s: float = Field(120.0, gt=0)
+    budget_s: float = Field(110.0, gt=0)
+    tick_s: float = Field(15.0, gt=0)
+    injection_s: int = Field(3600, gt=0)
+    observation_s: int = Field(1800, ge=0)
+    noise: bool = True
+    noise_rate: float = Field(1.0, ge=0)
+    hold_s: float = Field(120.0, ge=0)
+    grace_s: float = Field(60.0, ge=0)
+    penalty_per_forbidden: float = Field(1.0, ge=0)
+    bundle_dir: str | None = None
+    reference_run: bool = Field(True, description="compute the matched no-action run for the degradation figure")
+
+    @property
+    def horizon_s(self) -> float:
+        return float(self.injection_s + self.observation_s)
+
+    @property
+    def n_invocations(self) -> int:
+        return int(self.horizon_s // self.cadence_s)
+
+    def schedule_key(self) -> tuple:
+        return (self.app, self.seed, self.injection_s, self.observation_s, self.noise, self.noise_rate)
+
+
+def _make_backend(cfg: MarathonConfig):
+    if cfg.backend != "sim":
+        raise ValueError(f"backend {cfg.backend!r} is not available in this build (only 'sim')")
+    from sremarathon_env.backends.sim import SimBackend
+
+    return SimBackend(cfg.app, cfg.seed, tick_s=cfg.tick_s)
+
+
+@lru_cache(maxsize=64)
+def _schedule(key: tuple) -> Schedule:
+    app, seed, injection_s, observation_s, noise, noise_rate = key
+    return build_schedule(app, seed, injection_s=injection_s, observation_s=observation_s, noise=noise,
+                          noise_rate=noise_rate)
+
+
+@lru_cache(maxsize=8)
+def _faults_by_id(app: str) -> dict:
+    return {f.id: f for f in load_catalogue(app)}
+
+
+@dataclass
+class _Live:
+    """A scheduled fault the run loop is tracking."""
+
+    instance_id: str
+    fault: Any
+    start_s: float
+    end_s: float
+    handle: FaultHandle | None = None
+    done: bool = False
+
+
+@dataclass
+class _Driver:
+    """Drives the orchestrator's schedule against a backend tick by tick (shared by the scored run
+    and the no-action reference run, so both see exactly the same faults at the same times)."""
+
+    cfg: MarathonConfig
+    backend: Any
+    schedule: Schedule
+    live: list[_Live] = field(default_factory=list)
+    noise_pending: list = field(default_factory=list)
+    noise_active: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        by_id = _faults_by_id(self.cfg.app)
+        self.live = [_Live(sf.instance_id, by_id[sf.fault_id], float(sf.start_s), float(sf.end_s))
+                     for sf in self.schedule.faults]
+        self.noise_pending = sorted(self.schedule.noise, key=lambda e: (e.start_s, e.id))
+
+    def tick(self, t: float) -> tuple[Any, dict, list]:
+        """Apply the events due by ``t``, run the twin tick at ``t``, check the live faults."""
+        events: list[dict] = []
+        for lf in self.live:
+            if lf.handle is None and lf.start_s <= t:
+                lf.handle = inject(lf.fault, self.backend)
+                events.append({"instance_id": lf.instance_id, "event": "injected",
+                               "detail": "" if lf.handle.ok else lf.handle.message[:200]})
+            if lf.handle is not None and not lf.done and lf.end_s <= t:
+                repaired = lf.handle.ok and artifact_ok(lf.fault, lf.handle, self.backend)
+                revert(lf.handle, self.backend)
+                lf.done = True
+                events.append({"instance_id": lf.instance_id,
+                               "event": "ended_repaired" if repaired else "reverted"})
+        while self.noise_pending and self.noise_pending[0].start_s <= t:
+            ev = self.noise_pending.pop(0)
+            handles = apply_noise(ev, self.backend)
+            self.noise_active.append((ev, handles))
+            events.append({"instance_id": ev.id, "event": "noise_start", "detail": ev.kind})
+        still = []
+        for ev, handles in self.noise_active:
+            if ev.end_s <= t:
+                end_noise(handles, self.backend)
+                events.append({"instance_id": ev.id, "event": "noise_end", "detail": ev.kind})
+            else:
+                still.append((ev, handles))
+        self.noise_active = still
+        evidence = self.backend.advance_to(t)[-1]
+        probes = {}
+        memo: dict = {}
+        for lf in self.live:
+            if lf.handle is not None and not lf.done:
+                probes[lf.instance_id] = {
+                    "active": bool(lf.handle.ok),
+                    "probe_ok": bool(probe_ok(lf.fault, self.backend, memo, lf.handle)),
+                    "artifact_ok": bool(artifact_ok(lf.fault, lf.handle, self.backend)),
+                }
+        return evidence, probes, events
+
+
+@lru_cache(maxsize=32)
+def reference_evidence(cfg: MarathonConfig) -> dict[str, list[float]]:
+    """Entry evidence per tick of the matched no-action run (same app, seed and schedule)."""
+    backend = _make_backend(cfg)
+    drv = _Driver(cfg, backend, _schedule(cfg.schedule_key()))
+    out: dict[str, list[float]] = {"t": [], "total": [], "failed": [], "slow": [], "degraded": []}
+    n_ticks = int(round(cfg.horizon_s / cfg.tick_s))
+    for k in range(1, n_ticks + 1):
+        ev, _, _ = drv.tick(k * cfg.tick_s)
+        for key in out:
+            out[key].append(float(getattr(ev, key)))
+    return out
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"sremarathon-env": ENV_VERSION}
+    for pkg in ("numpy", "pydantic", "gymnasium"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:  # pragma: no cover
+            pass
+    return out
+
+
+class Marathon:
+    """One run: `start`, then repeatedly `invoke` and `advance_to_next_invocation`, then `finish`."""
+
+    def __init__(self, config: MarathonConfig | None = None, **overrides: Any):
+        cfg = config or MarathonConfig()
+        if overrides:
+            cfg = cfg.model_copy(update=overrides)
+            cfg = MarathonConfig.model_validate(cfg.model_dump())
+        self.config = cfg
+        self.app = load_app(cfg.app)
+        self.n_invocations = cfg.n_invocations
+        self.invocation_index = 0
+        self.now = 0.0
+        self.started = False
+        self.finished = False
+        self.last_results: list[ToolResult] = []
+        self.scorer = None
+        self._pending: list[ToolResult] = []
+        self._invocation_closed = True
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        """Build schedule, backend, alerts and recorder; run to the first invocation."""
+        from scoring import IncrementalScorer
+        from sremarathon_env.alerts import AlertEngine, PromQLEngine, load_rule_pack
+
+        cfg = self.config
+        self.schedule = _schedule(cfg.schedule_key())
+        self.backend = _make_backend(cfg)
+        self.driver = _Driver(cfg, self.backend, self.schedule)
+        self.rule_pack = load_rule_pack(cfg.app)
+        self.alert_engine = AlertEngine(self.rule_pack, self.backend.store)
+        self.promql = PromQLEngine(self.backend.store)
+        self.ctx = ToolContext(backend=self.backend, app=self.app, alerts=self.alert_engine, promql=self.promql,
+                               limits=Limits(budget_s=cfg.budget_s))
+        self.runtime = ToolRuntime(self.ctx)
+        self.recorder = Recorder(cfg.bundle_dir)
+        self.scorer = IncrementalScorer()
+        self._append("run", 0.0, {
+            "app": cfg.app, "seed": cfg.seed, "backend": cfg.backend, "catalogue_version": CATALOGUE_VERSION,
+            "rule_pack_version": str(getattr(self.rule_pack, "version", "")), "cadence_s": cfg.cadence_s,
+            "budget_s": cfg.budget_s, "tick_s": cfg.tick_s, "injection_s": float(cfg.injection_s),
+            "observation_s": float(cfg.observation_s), "n_invocations": self.n_invocations,
+            "hold_s": cfg.hold_s, "grace_s": cfg.grace_s, "penalty_per_forbidden": cfg.penalty_per_forbidden,
+            "versions": _versions(),
+            "config": {"noise": cfg.noise, "noise_rate": cfg.noise_rate},
+        })
+        self._append("schedule", 0.0, self._schedule_record())
+        if cfg.reference_run:
+            ref = reference_evidence(cfg.model_copy(update={"bundle_dir": None}))
+            self._append("reference", 0.0, {"policy": "noop", **ref})
+        self.started = True
+        self._run_until(cfg.cadence_s)
+        self._begin_invocation()
+        return self.observation()
+
+    def _schedule_record(self) -> dict[str, Any]:
+        faults = []
+        for lf in self.driver.live:
+            f = lf.fault
+            faults.append({
+                "instance_id": lf.instance_id, "fault_id": f.id, "category": f.category,
+                "mechanism": f.mechanism, "start_s": lf.start_s, "end_s": lf.end_s, "target": f.target,
+                "culprits": list(f.culprits),
+                "artifact": {"kind": f.artifact.kind, "canonical": f.artifact.canonical,
+                             "aliases": list(f.artifact.aliases)},
+                "scope": list(f.scope), "silent": bool(getattr(f, "silent", False)),
+                "expected_alerts": list(getattr(f, "expected_alerts", [])),
+            })
+        noise = [{"noise_id": e.id, "kind": e.kind, "t": float(e.start_s), "duration_s": float(e.end_s - e.start_s),
+                  "target": e.service or e.path or "", "detail": dict(e.params)} for e in self.schedule.noise]
+        return {"faults": faults, "noise": noise, "schedule_digest": self.schedule.digest()}
+
+    def _append(self, kind: str, t: float, data: Any) -> None:
+        rec = self.recorder.append(kind, t, data)
+        self.scorer.feed(rec)
+
+    def _run_until(self, t_end: float) -> None:
+        """Run ticks from now to ``t_end``, then evaluate alerts over them; record in order."""
+        cfg = self.config
+        ticks: list[tuple[float, dict]] = []
+        t = self.now
+        while t + cfg.tick_s <= t_end + 1e-9:
+            t = round(t + cfg.tick_s, 6)
+            ev, probes, events = self.driver.tick(t)
+            ticks.append((t, {"t": t, "entry": {"total": ev.total, "failed": ev.failed, "slow": ev.slow,
+                                                "degraded": ev.degraded},
+                              "faults": probes, "events": events}))
+        self.now = t
+        transitions = self.alert_engine.evaluate_until(t)
+        by_t: dict[float, list] = {}
+        for tr in transitions:
+            by_t.setdefault(float(tr.t), []).append(tr)
+        for tt, data in ticks:
+            self._append("tick", tt, data)
+            for tr in by_t.pop(tt, ()):
+                self._append("alert", tt, {"t": tt, "alertname": tr.alertname, "labels": dict(tr.labels),
+                                           "fingerprint": tr.fingerprint, "state": tr.state,
+                                           "severity": dict(tr.labels).get("severity")})
+        for tt in sorted(by_t):  # transitions at times without a tick record (should not happen)
+            for tr in by_t[tt]:
+                self._append("alert", max(tt, self.now), {"t": tt, "alertname": tr.alertname,
+                                                          "labels": dict(tr.labels), "fingerprint": tr.fingerprint,
+                                                          "state": tr.state})
+
+    def _begin_invocation(self) -> None:
+        self.invocation_index += 1
+        self.runtime.begin_invocation(self.now, self.config.budget_s)
+        self._pending: list[ToolResult] = []
+        self._invocation_closed = False
+
+    def call(self, tool: Any, args: Any = None) -> ToolResult:
+        """Run one tool call inside the current invocation (clock frozen). Never raises for a bad
+        call: the result carries a structured error instead."""
+        if not self.started or self.finished:
+            raise RuntimeError("call() needs a started, unfinished marathon")
+        if self._invocation_closed:
+            raise RuntimeError("this invocation has ended; advance_to_next_invocation() first")
+        res = self.runtime.call(tool, args)
+        self._pending.append(res)
+        return res
+
+    def end_invocation(self, usage: dict[str, Any] | None = None, error: str | None = None) -> list[ToolResult]:
+        """Close the current invocation and record it with its calls (idempotent)."""
+        if self._invocation_closed:
+            return self.last_results
+        self._invocation_closed = True
+        results, self._pending = self._pending, []
+        self._record_invocation(results, error, usage)
+        self.last_results = results
+        return results
+
+    def invoke(self, calls: Iterable[Any], usage: dict[str, Any] | None = None) -> list[ToolResult]:
+        """Run one invocation's tool calls and close it. ``calls`` items are ``{"tool": name,
+        "args": {...}}`` (or OpenAI-style ``{"name", "arguments"}``, or ``(name, args)``). Never raises
+        for a bad call; an action that is not a sequence is recorded as an invocation error."""
+        error = None
+        try:
+            items = list(calls) if calls is not None else []
+        except TypeError:
+            items, error = [], f"action is not a sequence of tool calls: {type(calls).__name__}"
+        for item in items:
+            name, args = _split_call(item)
+            self.call(name, args)
+        return self.end_invocation(usage, error)
+
+    def _record_invocation(self, results: list[ToolResult], error: str | None, usage: dict | None) -> None:
+        t, inv = self.now, self.invocation_index
+        calls = []
+        for r in results:
+            text = json.dumps(r.result, sort_keys=True, default=str) if r.result is not None else None
+            calls.append({"tool": r.tool, "args": r.args or ({"raw": r.raw_args} if r.raw_args else {}),
+                          "ok": r.ok, "error": (f"{r.error.type}: {r.error.message}"[:500] if r.error else None),
+                          "result": text[:2000] if text else None, "cost_s": r.cost_s,
+                          "policy": r.policy.decision})
+        used = sum(r.cost_s for r in results)
+        self._append("invocation", t, {"index": inv, "t": t, "calls": calls, "budget_used_s": used, "error": error})
+        for r in results:
+            if r.category == "report" and r.ok and isinstance(r.result, dict) and "incident" in r.result:
+                inc = r.result["incident"]
+                op = {"report_incident": "report", "update_incident": "update",
+                      "resolve_incident": "resolve"}.get(r.tool, "update")
+                self._append("incident", t, {
+                    "t": t, "invocation": inv, "op": op, "incident_id": inc["id"], "title": inc.get("title", ""),
+                    "alerts": list(inc.get("alert_fingerprints", [])), "culprits": list(inc.get("culprit_services", [])),
+                    "artifact": inc.get("artifact"), "summary": inc.get("summary", ""),
+                    "status": inc.get("status", "open")})
+            elif r.category in ("intervention", "forbidden"):
+                forbidden = r.category == "forbidden" or r.policy.decision == "forbidden"
+                refused = None if r.policy.decision in ("allowed", "out_of_scope") else (r.policy.reason or r.policy.decision)
+                self._append("action", t, {
+                    "t": t, "invocation": inv, "tool": r.tool, "args": r.args or {},
+                    "targets": list(r.target_services), "incident_id": r.cited_incident,
+                    "in_scope": r.policy.decision == "allowed", "ok": bool(r.ok and refused is None),
+                    "forbidden": forbidden, "refused": refused,
+                    "message": (r.error.message if r.error else "")[:300]})
+        if usage:
+            self._append("usage", t, {"t": t, "invocation": inv, **usage})
+
+    def advance_to_next_invocation(self) -> bool:
+        """Run the ticks to the next invocation. False (and nothing run) when the marathon is over."""
+        if not self._invocation_closed:
+            self.end_invocation()
+        if self.invocation_index >= self.n_invocations:
+            return False
+        self._run_until(self.now + self.config.cadence_s)
+        self._begin_invocation()
+        return True
+
+    def finish(self):
+        """Seal the bundle and return the final `ScoreReport`."""
+        if not self.finished:
+            if self.started and not self._invocation_closed:
+                self.end_invocation()
+            self.recorder.seal()
+            self.finished = True
+        from scoring import score
+
+        report = score(self.recorder.records, complete=True)
+        report.digest = self.recorder.digest
+        return report
+
+    # -- the oracle's door (test-only) ------------------------------------------------------------
+    def oracle_ground_truth_TEST_ONLY(self) -> list[dict[str, Any]]:
+        """The sealed ground truth of the faults injected so far: for the `oracle` baseline, which
+        validates that every fault is reachable through the tools and that the scorer credits
+        correct work. Never exposed through the environment's observation or any tool."""
+        out = []
+        for lf in self.driver.live:
+            if lf.handle is None:
+                continue
+            out.append({"instance_id": lf.instance_id, "fault": lf.fault, "start_s": lf.start_s, "end_s": lf.end_s,
+                        "injected_ok": lf.handle.ok, "ended": lf.done, "revision": lf.handle.revision,
+                        "sha": lf.handle.sha, "prior": dict(lf.handle.prior)})
+        return out
+
+    # -- views ----------------------------------------------------------------------------------
+    @property
+    def score(self) -> float:
+        """Marathon-Score of the evidence recorded so far (the env's cumulative reward)."""
+        return float(self.scorer.score) if self.scorer is not None else 0.0
+
+    def observation(self) -> dict[str, Any]:
+        """What the agent sees at an invocation: sim time, cumulative alert history, incidents,
+        workspace listing and the previous invocation's results. Never the schedule."""
+        return {
+            "t": self.now,
+            "invocation": self.invocation_index,
+            "budget_s": self.config.budget_s,
+            "alerts": [a if isinstance(a, dict) else a.model_dump(mode="json") if hasattr(a, "model_dump") else dict(a)
+                       for a in self.alert_engine.history()],
+            "incidents": self.ctx.incidents.snapshot(),
+            "workspace": self.ctx.workspace.list(),
+            "last_results": [r.to_json() for r in self.last_results],
+        }
+
+
+def _split_call(item: Any) -> tuple[Any, Any]:
+    if isinstance(item, dict):
+        if "tool" in item:
+            return item.get("tool"), item.get("args", {})
+        fn = item.get("function", item)
+        if isinstance(fn, dict) and "name" in fn:
+            return fn.get("name"), fn.get("arguments", {})
+    if isinstance(item, (list, tuple)) and len(item) == 2:
+        return item[0], item[1]
+    return None, item
