@@ -124,7 +124,8 @@ def _client_edit(text: str, address: str, key: str, new_value: int) -> tuple[str
         if m:
             old = int(m.group(2))
             changed = lines[j][: m.start(2)] + str(new_value) + lines[j][m.end(2):]
-            return "\n".join(lines[idx: j + 1]), "\n".join([*lines[idx: j], changed]), old
+            # the snippets end with the newline so "pool_size: 1" never matches "pool_size: 16"
+            return "\n".join(lines[idx: j + 1]) + "\n", "\n".join([*lines[idx: j], changed]) + "\n", old
         if "address" in lines[j]:
             break
     return None
@@ -198,8 +199,10 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
             restart = [RepairOption(tool="restart", args={"service": s})]
             if t == "cpu-stress":
                 mc = float((res.cpu_limit_m or 1000) * P["limit_factor"])
+                probe = (Probe(kind="cpu_util_max", service=s, threshold=P["probe_threshold"]) if res.cpu_limit_m
+                         else Probe(kind="service_p95_ms_max", service=s, threshold=P["p95_threshold"]))
                 g.add(tpl, f"{s}-cpu-stress", target=s, culprits=[s], artifact=_pod_artifact(s, "cpu-stress"),
-                      scope=scope, probe=Probe(kind="cpu_util_max", service=s, threshold=P["probe_threshold"]),
+                      scope=scope, probe=probe,
                       repairs=restart, description=desc(target=s),
                       realisation=Realisation(kind="effects", effects=[Effect(kind="cpu_burn", service=s, millicores=mc)]))
             elif t == "memory-oom":
@@ -493,8 +496,14 @@ def _hand_written(g: _Gen) -> None:
         s = c["service"]
         tree = initial_tree(g.app, s)
         files = [FileChange(**f) for f in c["files"]]
-        effects = [Effect(**{"bind": "revision", **e, "marker": Marker(source_contains=tuple(e["marker"]))})
-                   if "marker" in e else Effect(**e) for e in c.get("effects", [])]
+        effects = []
+        for e in c.get("effects", []):
+            if "marker" in e:
+                m = e["marker"]
+                mk = Marker(env_equals=tuple(m[1:])) if m[0] == "env" else Marker(source_contains=tuple(m))
+                effects.append(Effect(**{**e, "bind": "revision", "marker": mk}))
+            else:
+                effects.append(Effect(**e))
         tpl = {"id": "change", "category": c["category"], "alerts": c.get("alerts", []),
                "difficulty": c.get("difficulty", "")}
         _add_change(g, tpl, c["id"], s, c.get("culprits", [s]), tree, files, c["message"], effects=effects,
@@ -515,10 +524,15 @@ def _flags(g: _Gen) -> None:
         f = known.get(name)
         if f is None:
             continue
-        for variant in entry.get("variants", [entry.get("variant", "on")]):
+        for variant in entry.get("variants", ["on"]):
             if variant not in f.variants:
                 raise CatalogueError(f"flags.yaml: {name} has no variant {variant!r}")
-            effects = [Effect(**{**e, "bind": "flag", "flag": name, "variant": variant}) for e in entry["effects"]]
+            over: dict[str, float] = {}
+            for key, field in (("variant_rates", "rate"), ("variant_ms", "ms"), ("variant_leak", "mi_per_min")):
+                if variant in (entry.get(key) or {}):
+                    over[field] = float(entry[key][variant])
+            effects = [Effect(**{**e, **{k: v for k, v in over.items() if k in e}, "bind": "flag", "flag": name,
+                                 "variant": variant}) for e in entry["effects"]]
             tid = f"{_slug(name)}" + ("" if variant == "on" else f"-{_slug(variant)}")
             g.out.append(Fault(
                 id=f"{g.p}-{entry['category']}-flag-{tid}", app=g.app.name, category=entry["category"],

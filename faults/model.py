@@ -45,6 +45,7 @@ ProbeKind = Literal[
     "memory_util_max",          # working set / memory limit of `service` <= threshold
     "cpu_util_max",             # cpu use / cpu limit of `service` <= threshold
     "rollout_ok",               # the Deployment's current revision has all desired pods ready
+    "queue_lag_max",            # consumer lag (messages) of async consumer `service` <= threshold
     "artifact",                 # silent by design: healthy iff the responsible artifact is correct
 ]
 
@@ -78,7 +79,8 @@ class Probe(_Strict):
     @model_validator(mode="after")
     def _targets(self) -> "Probe":
         k = self.kind
-        if k.startswith("service_") or k in ("restarts_stable", "memory_util_max", "cpu_util_max", "rollout_ok"):
+        if k.startswith("service_") or k in ("restarts_stable", "memory_util_max", "cpu_util_max", "rollout_ok",
+                                             "queue_lag_max"):
             if not self.service:
                 raise ValueError(f"probe {k} needs service")
         if k.startswith("edge_") and not (self.caller and self.callee):

@@ -66,6 +66,8 @@ def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, art
         return _le(_num(backend.service_health(probe.service), "mem_util", "memory_util"), probe.threshold)
     if k == "cpu_util_max":
         return _le(_num(backend.service_health(probe.service), "cpu_util"), probe.threshold)
+    if k == "queue_lag_max":
+        return _le(_num(backend.service_health(probe.service), "lag", "queue_lag", "consumer_lag"), probe.threshold)
     if k == "restarts_stable":
         h = backend.service_health(probe.service)
         restarts = _num(h, "restarts", default=0.0)

@@ -14,6 +14,7 @@ import sys
 #: subcommand modules, in help order. Each must define add_parser(subparsers).
 SUBCOMMAND_MODULES = [
     "sremarathon_env.bench",
+    "sremarathon_env.cli_faults",
 ]
 
 

@@ -1,0 +1,257 @@
+"""Apply a catalogue fault to a backend and take it back; check its artifact and probe.
+
+`inject` turns a `Fault`'s `Realisation` into Backend calls and returns a `FaultHandle` that records
+what is needed to revert (previous config value, resources, replicas, revision) and the artifact as
+resolved at injection (a commit fault's sha and ``service@revision`` become aliases). `revert` is the
+orchestrator's scheduled end: it removes direct effects and undoes the change unless the artifact is
+already corrected (the fault was repaired). `artifact_ok` says whether the responsible artifact is
+verifiably corrected; `apply_repair` performs one `RepairOption` on a backend (used by validation).
+
+>>> from faults.catalogue import load_catalogue
+>>> f = next(f for f in load_catalogue("online-boutique") if f.realisation.kind == "scale")
+>>> class Twin:
+...     replicas = {}
+...     def scale(self, s, n): self.replicas[s] = n; from sremarathon_env.backends.base import OpResult; return OpResult(True, "ok")
+...     def service_health(self, s): return {"desired": float(self.replicas.get(s, 1)), "ready": float(self.replicas.get(s, 1))}
+>>> tw = Twin(); h = inject(f, tw)
+>>> tw.replicas[f.target], artifact_ok(f, h, tw)
+(0, False)
+>>> revert(h, tw); tw.replicas[f.target], artifact_ok(f, h, tw)
+(1, True)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from faults.model import Artifact, Fault, FileChange, RepairOption
+
+
+@dataclass
+class FaultHandle:
+    fault: Fault
+    ok: bool = True
+    message: str = ""
+    effect_handles: list[str] = field(default_factory=list)
+    prior: dict[str, Any] = field(default_factory=dict)
+    revision: int | None = None
+    sha: str | None = None
+    artifact: Artifact | None = None
+    reverted: bool = False
+
+
+def _spec(fault: Fault):
+    from apps import load_app
+
+    return load_app(fault.app)
+
+
+def _latest_revision(backend: Any, service: str) -> int | None:
+    try:
+        hist = backend.deploy_history(service) or []
+    except Exception:  # noqa: BLE001 - a backend without history
+        return None
+    revs = [h.get("revision") for h in hist if isinstance(h, dict) and h.get("revision") is not None]
+    return int(revs[-1]) if revs else None
+
+
+def _image_of(backend: Any, service: str) -> str | None:
+    try:
+        objs = backend.k8s_get("deployment", service) or []
+        c = objs[0]["spec"]["template"]["spec"]["containers"][0]
+        return str(c.get("image"))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _qty_mi(v: Any) -> float | None:
+    if v is None:
+        return None
+    s = str(v)
+    m = re.fullmatch(r"([\d.]+)(Ki|Mi|Gi|K|M|G)?", s)
+    if not m:
+        return None
+    mult = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "K": 1 / 1000, "M": 1, "G": 1000, None: 1 / (1024 * 1024)}[m.group(2)]
+    return float(m.group(1)) * mult
+
+
+def _qty_m(v: Any) -> float | None:
+    if v is None:
+        return None
+    s = str(v)
+    return float(s[:-1]) if s.endswith("m") else float(s) * 1000.0
+
+
+def _resources_of(backend: Any, service: str) -> dict[str, float | None]:
+    try:
+        objs = backend.k8s_get("deployment", service) or []
+        r = objs[0]["spec"]["template"]["spec"]["containers"][0].get("resources", {})
+    except Exception:  # noqa: BLE001
+        return {}
+    lim, req = r.get("limits", {}) or {}, r.get("requests", {}) or {}
+    return {"mem_limit_mi": _qty_mi(lim.get("memory")), "cpu_limit_m": _qty_m(lim.get("cpu")),
+            "mem_request_mi": _qty_mi(req.get("memory")), "cpu_request_m": _qty_m(req.get("cpu"))}
+
+
+def _apply_files(backend: Any, service: str, changes: list[FileChange]) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    for fc in changes:
+        text = out.get(fc.path) or backend.read_source(service, fc.path)
+        if text is None or fc.old not in text:
+            return None
+        out[fc.path] = text.replace(fc.old, fc.new, 1)
+    return out
+
+
+def inject(fault: Fault, backend: Any, rng: Any = None) -> FaultHandle:
+    """Apply the fault; never raises for a backend refusal (``handle.ok`` is False instead)."""
+    r = fault.realisation
+    h = FaultHandle(fault=fault, artifact=fault.artifact)
+    if r.kind == "effects":
+        h.effect_handles = [backend.apply_effect(e) for e in r.effects]
+        return h
+    if r.kind == "scale":
+        cur = backend.service_health(r.service).get("desired")
+        h.prior["replicas"] = int(cur) if cur is not None and cur == cur else _spec(fault).service(r.service).replicas
+        res = backend.scale(r.service, int(r.replicas))
+    elif r.kind == "resources":
+        spec_res = _spec(fault).service(r.service).resources
+        h.prior["resources"] = {k: getattr(spec_res, k) for k in r.resources}
+        res = backend.set_resources(r.service, **r.resources)
+    elif r.kind == "config":
+        if r.service:
+            h.prior["value"] = backend.env_of(r.target).get(r.key)
+        else:
+            h.prior["value"] = backend.flag_variant(r.key)
+            h.effect_handles = [backend.apply_effect(e) for e in r.effects]
+        res = backend.set_config(r.target, r.key, r.value)
+    elif r.kind == "deploy":
+        h.prior["revision"] = _latest_revision(backend, r.service)
+        env_now = backend.env_of(r.service) if r.env else {}
+        h.prior["env"] = {k: env_now.get(k) for k in r.env}
+        if r.image_tag:
+            h.prior["image"] = _image_of(backend, r.service)
+        files = _apply_files(backend, r.service, r.files) if r.files else None
+        if r.files and files is None:
+            h.ok, h.message = False, "the change does not apply to the service's current source"
+            return h
+        res = backend.deploy(r.service, message=r.message, author=r.author, files=files, env=dict(r.env) or None,
+                             image_tag=r.image_tag, effects=list(r.effects))
+        data = getattr(res, "data", {}) or {}
+        h.revision = data.get("revision", _latest_revision(backend, r.service))
+        h.sha = data.get("sha") or data.get("commit")
+        if fault.artifact.kind == "commit":
+            extra = [a for a in ([h.sha, h.sha[:7]] if h.sha else []) + (
+                [f"{r.service}@{h.revision}", f"{r.service}@rev{h.revision}"] if h.revision is not None else [])]
+            h.artifact = fault.artifact.model_copy(update={"aliases": [*fault.artifact.aliases, *extra]})
+    else:  # pragma: no cover - guarded by the model
+        raise ValueError(r.kind)
+    h.ok = bool(getattr(res, "ok", True))
+    h.message = getattr(res, "message", "")
+    return h
+
+
+def artifact_ok(fault: Fault, handle: FaultHandle, backend: Any) -> bool:
+    """True when the responsible artifact is verifiably corrected (or the fault reverted)."""
+    r = fault.realisation
+    if r.kind == "effects":
+        active = getattr(backend, "effect_active", None)
+        if active is None:
+            return handle.reverted
+        return not any(active(x) for x in handle.effect_handles)
+    if r.kind == "scale":
+        d = backend.service_health(r.service).get("desired")
+        return d is not None and d >= max(1, handle.prior.get("replicas", 1))
+    if r.kind == "resources":
+        cur = _resources_of(backend, r.service)
+        for k, bad in r.resources.items():
+            v = cur.get(k)
+            if v is None or v <= bad:
+                return False
+        return True
+    if r.kind == "config":
+        now = backend.env_of(r.target).get(r.key) if r.service else backend.flag_variant(r.key)
+        return now != r.value
+    # deploy: the current spec no longer carries the change and no ready pod of the bad revision is left
+    if handle.revision is not None and backend.serving_revisions(r.service).get(handle.revision, 0) > 0:
+        return False
+    if r.env:
+        env = backend.env_of(r.service)
+        if any(env.get(k) == v for k, v in r.env.items()):
+            return False
+    if r.image_tag:
+        img = _image_of(backend, r.service)
+        if img is not None and img.endswith(":" + r.image_tag):
+            return False
+    for fc in r.files:
+        text = backend.read_source(r.service, fc.path)
+        if text is not None and fc.new in text and fc.new not in fc.old:
+            return False
+    return True
+
+
+def probe_ok(fault: Fault, backend: Any, memo: dict | None = None, handle: FaultHandle | None = None) -> bool:
+    from faults.probes import probe_ok as _probe_ok
+
+    return _probe_ok(fault.probe, backend, memo,
+                     artifact_ok=(lambda: artifact_ok(fault, handle, backend)) if handle is not None else None)
+
+
+def revert(handle: FaultHandle, backend: Any) -> None:
+    """The orchestrator's scheduled end: undo the fault unless already repaired."""
+    if handle.reverted:
+        return
+    f, r = handle.fault, handle.fault.realisation
+    for x in handle.effect_handles:
+        backend.remove_effect(x)
+    handle.reverted = True
+    if r.kind == "effects" or not handle.ok:
+        return
+    if artifact_ok(f, handle, backend):
+        return
+    if r.kind == "scale":
+        backend.scale(r.service, int(handle.prior["replicas"]))
+    elif r.kind == "resources":
+        backend.set_resources(r.service, **{k: v for k, v in handle.prior["resources"].items()})
+    elif r.kind == "config":
+        backend.set_config(r.target, r.key, handle.prior.get("value"))
+    elif r.kind == "deploy":
+        latest = _latest_revision(backend, r.service)
+        prev = handle.prior.get("revision")
+        if prev is not None and latest is not None and latest == handle.revision:
+            backend.rollback(r.service, prev)
+            return
+        files = _apply_files(backend, r.service, [FileChange(path=c.path, old=c.new, new=c.old) for c in r.files]) \
+            if r.files else None
+        image = handle.prior.get("image")
+        backend.deploy(r.service, message=f'Revert "{r.message}"', author="release-bot", files=files or None,
+                       env=dict(handle.prior.get("env") or {}) or None,
+                       image_tag=image.rsplit(":", 1)[-1] if r.image_tag and image else None)
+
+
+def apply_repair(option: RepairOption, fault: Fault, backend: Any) -> Any:
+    """Perform one repair option on a backend (as the intervention tool would)."""
+    a = dict(option.args)
+    t = option.tool
+    if t == "rollback":
+        return backend.rollback(a["service"], a.get("revision"))
+    if t == "scale":
+        return backend.scale(a["service"], int(a["replicas"]))
+    if t == "restart":
+        return backend.restart(a["service"])
+    if t == "set_config":
+        return backend.set_config(a["target"], a["key"], a.get("value"))
+    if t == "set_resources":
+        svc = a.pop("service")
+        return backend.set_resources(svc, **a)
+    if t == "drain_node":
+        return backend.drain_node(a["node"])
+    if t == "patch_source":
+        from faults.diffs import apply_unified_diff
+
+        svc = a["service"]
+        files = apply_unified_diff(a["diff"], lambda p: backend.read_source(svc, p))
+        return backend.deploy(svc, message=f"{svc}: fix regression", author="oncall", files=files)
+    raise ValueError(f"unknown repair tool {t!r}")
