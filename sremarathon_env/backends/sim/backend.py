@@ -1,0 +1,840 @@
+"""`SimBackend`: the deterministic digital twin behind the `Backend` protocol.
+
+>>> from sremarathon_env.backends.sim import SimBackend
+>>> sim = SimBackend("online-boutique", seed=1)
+>>> ev = sim.advance_to(120.0)
+>>> len(ev), ev[-1].failed < 0.01 * ev[-1].total
+(8, True)
+>>> sim.service_health("frontend")["ready"]
+1.0
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from apps import load_app
+from apps.spec import AppSpec
+from faults.effects import Effect
+from sremarathon_env.backends.base import EntryEvidence, OpResult
+from sremarathon_env.backends.sim import faulthook, render
+from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
+from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, marker_holds
+from sremarathon_env.backends.sim.history import History
+from sremarathon_env.backends.sim.metrics import MetricWriter
+from sremarathon_env.backends.sim.model import CompiledApp
+from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, last, take
+from sremarathon_env.backends.sim.util import canonical, child_rng
+from sremarathon_env.telemetry.store import MetricStore
+
+IDLE_CPU_CORES = 0.002
+CFS_PERIOD_S = 0.1
+MAX_REPLICAS = 50
+MAX_BATCH = 64
+_VERSION_TAG = re.compile(r"^v?\d+(\.\d+){1,2}([-+][0-9A-Za-z.]+)?$")
+_COMPILED: dict[int, tuple[AppSpec, CompiledApp]] = {}
+
+
+def compiled(app: AppSpec) -> CompiledApp:
+    hit = _COMPILED.get(id(app))
+    if hit is None or hit[0] is not app:
+        hit = (app, CompiledApp(app))
+        _COMPILED[id(app)] = hit
+    return hit[1]
+
+
+class SimBackend:
+    """The twin. ``noise_load=False`` gives a constant load (no diurnal swing, no jitter)."""
+
+    def __init__(self, app: AppSpec | str, seed: int, *, tick_s: float = 15.0, noise_load: bool = True):
+        self.app: AppSpec = load_app(app) if isinstance(app, str) else app
+        self.app_name = self.app.name
+        self.seed = int(seed)
+        self.tick_s = float(tick_s)
+        self.noise_load = bool(noise_load)
+        self.m = compiled(self.app)
+        self.tm = TrafficModel(self.m)
+        self.book = EffectBook()
+        self.registry: set[tuple[str, str]] = {(s.image, s.tag) for s in self.app.services}
+        self.config_maps: dict[str, dict[str, str]] = {}
+        if self.app.flags_config_map:
+            self.config_maps[self.app.flags_config_map] = {f.name: f.default_variant for f in self.app.flags}
+        for s in self.app.services:
+            for k in s.knobs:
+                if k.config_map:
+                    self.config_maps.setdefault(k.config_map, {})[k.key] = k.default
+        self._cfg_cache: dict[int, list] = {}
+        self._files_cache: dict[str, dict[str, str]] = {}
+        self.cluster = Cluster(self.app, self.seed)
+        self.cluster.image_ok = self._image_ok
+        self.cluster.bootstrap(self._crash_plan, meta_of=self._initial_meta)
+        self.store = MetricStore(step_s=self.tick_s, capacity=int(5400 / self.tick_s) + 8)
+        self.history = History(self.m)
+        self.pod_ooms: dict[int, int] = {}
+        self.sig_timeline: list[list] = []        # [start, end, svc, text]
+        self._sig_open: dict[tuple[int, str], list] = {}
+        self._crash_handles: set[str] = set()
+        self._node_down_refs: dict[str, int] = {}
+        self._oneshot: set[str] = set()
+        self._lag = np.zeros(len(self.m.async_edges))
+        self._load_rng_block = -1
+        self._load_noise = None
+        phase_rng = child_rng(self.seed, "load", "phase")
+        self._diurnal_phase = float(phase_rng.uniform(0, 2 * math.pi))
+        mean_think = float(np.mean(self.app.load.think_time_s))
+        self._base_task_rate = self.app.load.users / mean_think * self.m.path_share
+        self.writer = MetricWriter(self)
+        self._tick = 0
+        self._now = 0.0
+        self._effects_dirty = True
+        self.last = None
+        self.cluster.run_until(0.0)
+        self._refresh(0.0, 0)
+        self._run_block(0, 1, 0.0)
+        self.writer.flush(1)
+
+    # ================================================================== clock
+    @property
+    def now(self) -> float:
+        return self._now
+
+    def advance_to(self, t: float) -> list[EntryEvidence]:
+        out: list[EntryEvidence] = []
+        target = int(math.floor(t / self.tick_s + 1e-9))
+        c = self.cluster
+        while self._tick < target:
+            k = self._tick + 1
+            T = k * self.tick_s
+            c.run_until(T)
+            c.check_progress(T)
+            if c.dirty or self._effects_dirty:
+                self._refresh(T, k)
+            k1 = min(target, k + MAX_BATCH - 1)
+            nxt = c.next_event_time()
+            if nxt < math.inf:
+                k1 = max(k, min(k1, math.ceil(nxt / self.tick_s - 1e-9) - 1))
+            ev = self._run_block(k, k1 - k + 1, self.tick_s)
+            out.extend(ev)
+            self._tick = k + len(ev) - 1
+        self._now = max(self._now, float(t))
+        self.writer.flush(self._tick + 1)
+        return out
+
+    def _task_rates(self, k0: int, K: int) -> np.ndarray:
+        rate = self._base_task_rate * self.res.path_factor
+        if not self.noise_load:
+            return np.broadcast_to(rate, (K, self.m.P))
+        ticks = np.arange(k0, k0 + K)
+        blocks = ticks // 256
+        noise = np.empty((K, self.m.P))
+        for b in np.unique(blocks):
+            if b != self._load_rng_block:
+                rng = child_rng(self.seed, "load", "jitter", int(b))
+                self._load_noise = rng.standard_normal((256, self.m.P))
+                self._load_rng_block = int(b)
+            sel = blocks == b
+            noise[sel] = self._load_noise[ticks[sel] % 256]
+        load = self.app.load
+        t = ticks * self.tick_s
+        diurnal = 1.0 + load.diurnal_amplitude * np.sin(2 * math.pi * t / 7200.0 + self._diurnal_phase)
+        return rate * diurnal[:, None] * np.exp(load.jitter * noise - 0.5 * load.jitter ** 2)
+
+    def _run_block(self, k0: int, K: int, dt: float) -> list[EntryEvidence]:
+        """Ticks ``k0 .. k0+K-1`` under unchanged cluster state (cut short by an OOM kill)."""
+        c = self.cluster
+        m = self.m
+        self.store.set_n_ticks(k0 + K)
+        out = self.tm.step(self._task_rates(k0, K), self.inputs)
+        sl = self.writer.flow_slots_now()
+        svc = c.p_svc[sl]
+        ready = self.pod_ready_eff[sl]
+        running = c.p_running[sl] & c.p_active[sl]
+        per_pod_rate = np.where(ready, out.svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
+        demand = running * (IDLE_CPU_CORES + per_pod_rate * m.cpu_ms_per_call[svc] * 1e-3 + self.pod_burn[sl])
+        lim = c.p_cpu_lim[sl]
+        has_lim = ~np.isnan(lim)
+        lim_f = np.where(has_lim, lim, 1.0)
+        usage = np.where(has_lim, np.minimum(demand, lim_f), demand)
+        util = demand / lim_f
+        thr_frac = np.clip((util - 0.6) / 0.6, 0.0, 1.0) * has_lim
+        T = (k0 + np.arange(K))[:, None] * self.tick_s
+        leak = self.pod_leak_rate[sl] * np.maximum(T - np.fmax(c.p_started[sl], self.pod_leak_since[sl]), 0.0) / 60.0
+        mem = running * (m.mem_base_mi[svc] + m.mem_per_rps_mi[svc] * per_pod_rate + self.pod_hog[sl] + leak)
+        over = running & (mem > c.p_mem_lim[sl])
+        cut = K
+        if over.any():
+            cut = int(np.flatnonzero(over.any(axis=1))[0]) + 1
+            if cut < K:
+                out = take(out, cut)
+                usage, util, thr_frac, mem, over = usage[:cut], util[:cut], thr_frac[:cut], mem[:cut], over[:cut]
+        Kc = cut
+        periods = running * (dt / CFS_PERIOD_S)
+        cpu = self.cpu_cum[sl] + np.cumsum(usage * dt, axis=0)
+        per = self.periods_cum[sl] + np.cumsum(np.broadcast_to(periods, (Kc, len(sl))), axis=0)
+        thr = self.throttled_cum[sl] + np.cumsum(periods * thr_frac, axis=0)
+        self.cpu_cum[sl], self.periods_cum[sl], self.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
+        self.pod_mem[sl] = mem[-1]
+        self.pod_util[sl] = util[-1]
+        lag_block = np.zeros((Kc, len(self._lag)))
+        for k in range(Kc if len(self._lag) else 0):
+            for i, e in enumerate(m.async_edges):
+                callee = m.edges[e][1]
+                produced = out.edge_rate[k, e] * dt
+                cap = produced * 1.5 / self.res.consumer_slow[callee] if self.ready_count[callee] > 0 else 0.0
+                self._lag[i] = max(0.0, self._lag[i] + produced - min(cap, self._lag[i] + produced))
+            lag_block[k] = self._lag
+        self.writer.write_flows(k0, Kc, dt, out, cpu, per, thr, mem, running, lag_block, self.uh_edge)
+        self.history.record(k0, out, self.ready_count, self.res.edge_reason, self.inputs.e_app)
+        self.last = last(out)
+        if over[-1].any():
+            Tk = (k0 + Kc - 1) * self.tick_s
+            for j in np.flatnonzero(over[-1]):
+                pod = c.pods[int(sl[j])]
+                self.pod_ooms[pod.slot] = self.pod_ooms.get(pod.slot, 0) + 1
+                c.terminate(pod, Tk, "OOMKilled", 137, _oom_line(self.app.services[pod.svc].language, c.svc_names[pod.svc]))
+            c.reconcile_marked(Tk)
+        req = out.path_req_rate * dt
+        total = req.sum(axis=1)
+        fail = (req * out.path_fail).sum(axis=1)
+        slow = (req * out.path_slow * (1.0 - out.path_fail)).sum(axis=1)
+        deg = (req * out.path_degraded).sum(axis=1)
+        return [EntryEvidence((k0 + k) * self.tick_s, float(total[k]), float(fail[k]), float(slow[k]), float(deg[k]))
+                for k in range(Kc)]
+
+    # ================================================================== state refresh
+    def _refresh(self, T: float, tick: int) -> None:
+        c = self.cluster
+        m = self.m
+        n = len(c.pods)
+        cap = len(c.p_svc)
+        for name in ("cpu_cum", "periods_cum", "throttled_cum", "pod_mem", "pod_util", "_cum_started"):
+            a = getattr(self, name, None)
+            if a is None or len(a) < cap:
+                b = np.full(cap, np.nan) if name == "_cum_started" else np.zeros(cap)
+                if a is not None:
+                    b[: len(a)] = a
+                setattr(self, name, b)
+        # cAdvisor counters are per container: a (re)started container counts from zero
+        restarted = ~((c.p_started == self._cum_started) | (np.isnan(c.p_started) & np.isnan(self._cum_started)))
+        restarted &= ~np.isnan(c.p_started)
+        self.cpu_cum[restarted] = 0.0
+        self.periods_cum[restarted] = 0.0
+        self.throttled_cum[restarted] = 0.0
+        self._cum_started[restarted] = c.p_started[restarted]
+        res = faulthook.resolve(self, T)
+        self.res = res
+        self.pod_burn = np.zeros(cap)
+        self.pod_hog = np.zeros(cap)
+        self.pod_leak_rate = np.zeros(cap)
+        self.pod_leak_since = np.full(cap, np.inf)
+        for s, v in res.pod_burn.items():
+            self.pod_burn[s] = v
+        for s, v in res.pod_hog.items():
+            self.pod_hog[s] = v
+        for s, (rate, since) in res.pod_leak.items():
+            self.pod_leak_rate[s] = rate
+            self.pod_leak_since[s] = since
+        nr = np.zeros(cap, dtype=bool)
+        for s in res.pod_not_ready:
+            nr[s] = True
+        self.pod_ready_eff = c.p_active & c.p_ready & ~c.p_lost & ~nr
+        self.pod_ready_eff[n:] = False
+        ready_slots = np.flatnonzero(self.pod_ready_eff[:n])
+        self.ready_count = np.bincount(c.p_svc[ready_slots], minlength=m.S).astype(float)
+        lim = c.p_cpu_lim[ready_slots]
+        capacity = np.bincount(c.p_svc[ready_slots], np.where(np.isnan(lim), 1.0, lim), minlength=m.S)
+        burn = np.bincount(c.p_svc[ready_slots], self.pod_burn[ready_slots], minlength=m.S)
+        # zone mix of ready endpoints (a service without any falls back to its spec node's zone)
+        Zm = np.zeros((m.S, m.Z))
+        np.add.at(Zm, (c.p_svc[ready_slots], m.node_zone[c.p_node[ready_slots]]), 1.0)
+        for s in range(m.S):
+            if Zm[s].sum() == 0:
+                Zm[s, m.zones.index(self.app.zone_of(m.svc_names[s]))] = 1.0
+        Zm /= Zm.sum(axis=1, keepdims=True)
+        topo = self.app.topology
+        caller = m.edge_caller.copy()
+        same = np.einsum("ez,ez->e", Zm[np.maximum(caller, 0)], Zm[m.edge_callee])
+        edge_net = topo.intra_zone_latency_ms + (1.0 - same) * (topo.inter_zone_latency_ms - topo.intra_zone_latency_ms)
+        edge_net[0] = 0.0
+        net = edge_net[m.node_edge] + res.net_add
+        no_ep = res.no_endpoints | (self.ready_count <= 0)
+        self.uh_edge = no_ep[m.edge_callee].astype(float)
+        # which edges cannot reach their callee because it has no endpoints (for logs)
+        reason = res.edge_reason.copy()
+        reason[(reason == 0) & no_ep[m.edge_callee]] = faulthook.REASON_NO_ENDPOINTS
+        res.edge_reason = reason
+        self.inputs = TickInputs(self.ready_count, capacity, burn, res.lat_add, res.e_app, res.e_unreach, net,
+                                 res.no_endpoints)
+        self.tm.prepare(self.inputs)
+        # crash effects that became active make running containers exit now
+        crash_now = {h for h, e in self.book.effects.items() if e.kind == "crash" and self._effect_on(h, e)}
+        for h in sorted(crash_now - self._crash_handles):
+            e = self.book.effects[h]
+            for pod in self._affected_pods(h, e):
+                c.crash_now(pod, T, CrashPlan(e.reason, e.exit_code, 0.0, e.log_signature or _crash_line(e)))
+        self._crash_handles = crash_now
+        self._update_signatures(T)
+        c.dirty = False
+        self._effects_dirty = False
+        self.writer.refresh_state(tick)
+
+    def _effect_on(self, h: str, e: Effect) -> bool:
+        if e.bind == "direct":
+            return True
+        if e.bind == "flag":
+            return self.flag_variant(e.flag) == e.variant
+        return any(h in rs.effects and rs.pods for dep in self.cluster.deployments.values() for rs in dep.rss)
+
+    def _affected_pods(self, h: str, e: Effect) -> list[Pod]:
+        dep = self.cluster.deployments.get(e.service or "")
+        if dep is None:
+            return []
+        if e.bind == "revision":
+            return [p for rs in dep.rss if h in rs.effects for p in rs.pods]
+        return dep.live_pods()
+
+    def _update_signatures(self, T: float) -> None:
+        now = {(s, text) for s, lines in self.res.signatures.items() for text in lines}
+        for key in sorted(set(self._sig_open) - now):
+            self._sig_open.pop(key)[1] = T
+        for key in sorted(now - set(self._sig_open)):
+            rec = [T, math.inf, key[0], key[1]]
+            self.sig_timeline.append(rec)
+            self._sig_open[key] = rec
+
+    # ================================================================== config, images, crash plans
+    def _image_ok(self, image: str, tag: str) -> bool:
+        return (image, tag) in self.registry or bool(_VERSION_TAG.match(tag))
+
+    def config_faults_of(self, rs: ReplicaSet) -> list:
+        hit = self._cfg_cache.get(rs.id)
+        if hit is None:
+            cm = {}
+            for name, vals in sorted(self.config_maps.items()):
+                cm.update(vals)
+            hit = config_faults(self.app, rs.deployment, rs.template["env"], cm)
+            self._cfg_cache[rs.id] = hit
+        return hit
+
+    def _crash_plan(self, pod: Pod, t: float) -> CrashPlan | None:
+        svc = self.app.services[pod.svc]
+        for f in self.config_faults_of(pod.rs):
+            if f.crash is not None:
+                return f.crash
+        for h, e in sorted(self.book.effects.items()):
+            if e.kind != "crash" or e.service != svc.name:
+                continue
+            if (e.bind == "revision" and h in pod.rs.effects) or (e.bind != "revision" and self._effect_on(h, e)):
+                return CrashPlan(e.reason, e.exit_code, 1.5, e.log_signature or _crash_line(e))
+        lim = pod.rs.template["resources"].get("mem_limit_mi")
+        if lim is not None and lim < svc.behaviour.mem_base_mi:
+            return CrashPlan("OOMKilled", 137, max(0.5, svc.behaviour.startup_s * 0.5), _oom_line(svc.language, svc.name))
+        return None
+
+    # ================================================================== fault hook
+    def apply_effect(self, effect: Effect) -> str:
+        if effect.bind == "revision":
+            raise ValueError("revision-bound effects are delivered with deploy(..., effects=[...])")
+        self._check_targets(effect)
+        h = self.book.add(effect, self._now)
+        if effect.kind == "pod_kill":
+            dep = self.cluster.deployments[effect.service]
+            self.cluster.delete_pods_of(dep, self._now)
+            self._oneshot.add(h)
+        elif effect.kind == "node_down":
+            self._node_down_refs[effect.node] = self._node_down_refs.get(effect.node, 0) + 1
+            self.cluster.set_node_ready(self.cluster.node_index[effect.node], False, self._now)
+        self._effects_dirty = True
+        return h
+
+    def _check_targets(self, e: Effect) -> None:
+        if e.service is not None and e.service not in self.m.svc_index:
+            raise ValueError(f"effect targets unknown service {e.service!r}")
+        if e.caller is not None and (e.caller, e.callee) not in self.m.edge_index:
+            raise ValueError(f"effect targets unknown edge {e.caller} -> {e.callee}")
+        if e.node is not None and e.node not in self.cluster.node_index:
+            raise ValueError(f"effect targets unknown node {e.node!r}")
+        if e.bind == "flag" and self.flag_variant(e.flag) is None:
+            raise ValueError(f"effect bound to unknown flag {e.flag!r}")
+
+    def remove_effect(self, handle: str) -> None:
+        e = self.book.remove(handle)
+        if e is None:
+            return
+        if e.kind == "node_down":
+            k = self._node_down_refs.get(e.node, 1) - 1
+            self._node_down_refs[e.node] = k
+            if k <= 0:
+                self.cluster.set_node_ready(self.cluster.node_index[e.node], True, self._now)
+        for dep in self.cluster.deployments.values():
+            for rs in dep.rss:
+                if handle in rs.effects:
+                    rs.effects.remove(handle)
+        self._effects_dirty = True
+
+    # ================================================================== deploys and interventions
+    def _dep(self, service: str) -> Deployment | None:
+        return self.cluster.deployments.get(service)
+
+    def files_of(self, rs: ReplicaSet) -> dict[str, str]:
+        if rs.files:
+            return rs.files
+        hit = self._files_cache.get(rs.deployment)
+        if hit is None:
+            from apps.sources import initial_tree
+            hit = initial_tree(self.app, rs.deployment)
+            self._files_cache[rs.deployment] = hit
+        return hit
+
+    def _initial_meta(self, service: str) -> dict[str, Any]:
+        return {"lazy": True}
+
+    def meta_of(self, rs: ReplicaSet) -> dict[str, Any]:
+        if rs.meta.get("lazy"):
+            from apps.sources import initial_history
+            hist = initial_history(self.app, rs.deployment)
+            last = hist[-1] if hist else {"sha": "0" * 40, "author": "unknown", "message": "initial", "t": -3600.0, "files": []}
+            rs.meta = {"sha": last["sha"], "author": last["author"], "message": last["message"], "t": float(last["t"]),
+                       "diff": "", "noise": False, "commits": hist, "kind": "build"}
+        return rs.meta
+
+    def _new_revision(self, dep: Deployment, template: dict, files: dict[str, str] | None, handles: list[str],
+                      meta: dict[str, Any]) -> tuple[ReplicaSet, bool]:
+        rs = self.cluster.find_rs(dep, template)
+        if rs is not None and rs is dep.current:
+            return rs, False
+        if rs is None:
+            rs = self.cluster.new_rs(dep.name, template, files or {}, handles, meta, 0, self._now)
+        else:
+            rs.effects = list(handles)
+            rs.meta = meta
+        self.cluster.set_template(dep, rs, self._now)
+        self._effects_dirty = True
+        return rs, True
+
+    def _carry(self, dep: Deployment, files: dict[str, str], env: dict[str, str]) -> list[str]:
+        out = []
+        for h in dep.current.effects:
+            e = self.book.effects.get(h)
+            if e is not None and marker_holds(e.marker, files, env):
+                out.append(h)
+        return out
+
+    def deploy(self, service: str, *, message: str, author: str, files: dict[str, str] | None = None,
+               env: dict[str, str | None] | None = None, image_tag: str | None = None,
+               effects: list[Effect] = (), noise: bool = False) -> OpResult:
+        dep = self._dep(service)
+        if dep is None:
+            return OpResult(False, f'deployments.apps "{service}" not found')
+        for e in effects:
+            if e.bind != "revision":
+                return OpResult(False, f"deploy effects must be revision-bound, got bind={e.bind!r}")
+        cur = dep.current
+        cur_files = self.files_of(cur)
+        new_files = dict(cur_files)
+        for path, text in (files or {}).items():
+            if text is None:
+                new_files.pop(path, None)
+            else:
+                new_files[path] = text
+        new_env = dict(cur.template["env"])
+        for k, v in (env or {}).items():
+            if v is None:
+                new_env.pop(k, None)
+            else:
+                new_env[k] = str(v)
+        parent = self.meta_of(cur)["sha"]
+        body = canonical([parent, author, message, self._now, new_files, new_env, image_tag])
+        sha = hashlib.sha1(body.encode()).hexdigest()
+        tag = cur.template["tag"]
+        if image_tag is not None:
+            tag = image_tag
+        elif new_files != cur_files:
+            tag = f"{dep.spec.tag.split('-')[0]}-{sha[:7]}"
+            self.registry.add((cur.template["image"], tag))
+        template = dict(cur.template, tag=tag, env=dict(sorted(new_env.items())))
+        diff = _unified(cur_files, new_files, cur.template, template)
+        handles = self._carry(dep, new_files, new_env)
+        new_handles = []
+        for e in effects:
+            self._check_targets(e)
+            h = self.book.add(e, self._now)
+            handles.append(h)
+            new_handles.append(h)
+        meta = {"sha": sha, "author": author, "message": message, "t": self._now, "diff": diff, "noise": bool(noise),
+                "kind": "build" if files else ("image" if image_tag else "config")}
+        rs, changed = self._new_revision(dep, template, new_files if new_files != cur_files else (cur.files or None),
+                                         handles, meta)
+        if not changed:
+            if new_handles:
+                rs.effects.extend(new_handles)
+                self._effects_dirty = True
+            return OpResult(True, f"deployment.apps/{service} unchanged", {"revision": rs.revision, "effect_handles": new_handles})
+        if rs.files is None or rs.files == {}:
+            rs.files = new_files if new_files != cur_files else dict(cur_files)
+        return OpResult(True, f"deployment.apps/{service} revision {rs.revision} rolling out ({rs.name})",
+                        {"revision": rs.revision, "replicaset": rs.name, "image": f"{template['image']}:{tag}",
+                         "sha": sha, "effect_handles": new_handles})
+
+    def rollback(self, service: str, revision: int | None = None) -> OpResult:
+        dep = self._dep(service)
+        if dep is None:
+            return OpResult(False, f'deployments.apps "{service}" not found')
+        cur = dep.current
+        if revision is None:
+            older = [rs for rs in dep.rss if rs.revision < cur.revision]
+            if not older:
+                return OpResult(False, f"no rollout history found for deployment {service!r}")
+            target = max(older, key=lambda r: r.revision)
+        else:
+            try:
+                revision = int(revision)
+            except (TypeError, ValueError):
+                return OpResult(False, f"revision must be an integer, got {revision!r}")
+            found = [rs for rs in dep.rss if rs.revision == revision]
+            if not found:
+                return OpResult(False, f"unable to find specified revision {revision} in history")
+            target = found[0]
+        if target is cur:
+            return OpResult(True, f"deployment.apps/{service} skipped rollback (current template already matches revision {cur.revision})",
+                            {"revision": cur.revision})
+        old_rev = target.revision
+        self.cluster.set_template(dep, target, self._now)
+        self._effects_dirty = True
+        return OpResult(True, f"deployment.apps/{service} rolled back to revision {old_rev} (now revision {target.revision})",
+                        {"revision": target.revision, "from_revision": old_rev, "replicaset": target.name})
+
+    def scale(self, service: str, replicas: int) -> OpResult:
+        dep = self._dep(service)
+        if dep is None:
+            return OpResult(False, f'deployments.apps "{service}" not found')
+        if not isinstance(replicas, (int, np.integer)) or isinstance(replicas, bool) or not 0 <= replicas <= MAX_REPLICAS:
+            return OpResult(False, f"replicas must be an integer in [0, {MAX_REPLICAS}], got {replicas!r}")
+        self.cluster.scale(dep, int(replicas), self._now)
+        self._effects_dirty = True
+        return OpResult(True, f"deployment.apps/{service} scaled to {replicas}", {"replicas": int(replicas)})
+
+    def restart(self, service: str) -> OpResult:
+        dep = self._dep(service)
+        if dep is None:
+            return OpResult(False, f'deployments.apps "{service}" not found')
+        cur = dep.current
+        template = dict(cur.template, restarted_at=self._now)
+        meta = dict(self.meta_of(cur), message=f"kubectl rollout restart deployment/{service}", author="kubectl",
+                    t=self._now, diff="", kind="restart")
+        meta.pop("commits", None)
+        rs, _ = self._new_revision(dep, template, cur.files, list(cur.effects), meta)
+        return OpResult(True, f"deployment.apps/{service} restarted", {"revision": rs.revision, "replicaset": rs.name})
+
+    def set_config(self, target: str, key: str, value: str | None) -> OpResult:
+        flags_cm = self.app.flags_config_map
+        if flags_cm is not None and target == flags_cm:
+            flag = self._flag(key)
+            if flag is None:
+                return OpResult(False, f"unknown feature flag {key!r}; known: {', '.join(f.name for f in self.app.flags)}")
+            if value is None or value not in flag.variants:
+                return OpResult(False, f"unknown variant {value!r} for flag {flag.name!r}; variants: {', '.join(flag.variants)}")
+            self.config_maps[flags_cm][flag.name] = value
+            self._effects_dirty = True
+            return OpResult(True, f"configmap/{target} {flag.name} defaultVariant={value}", {"flag": flag.name, "variant": value})
+        if target in self.config_maps:
+            if value is None:
+                self.config_maps[target].pop(key, None)
+            else:
+                self.config_maps[target][key] = str(value)
+            self._cfg_cache.clear()
+            self._effects_dirty = True
+            return OpResult(True, f"configmap/{target} {key} updated", {"key": key})
+        dep = self._dep(target)
+        if dep is None:
+            return OpResult(False, f"unknown config target {target!r}: not a deployment or config map")
+        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key or ""):
+            return OpResult(False, f"invalid environment variable name {key!r}")
+        shown = f"{key}-" if value is None else f"{key}={value}"
+        return self.deploy(target, message=f"kubectl set env deployment/{target} {shown}", author="kubectl",
+                           env={key: value})
+
+    def set_resources(self, service: str, *, cpu_request_m: int | None = None, cpu_limit_m: int | None = None,
+                      mem_request_mi: int | None = None, mem_limit_mi: int | None = None) -> OpResult:
+        dep = self._dep(service)
+        if dep is None:
+            return OpResult(False, f'deployments.apps "{service}" not found')
+        changes = {"cpu_request_m": cpu_request_m, "cpu_limit_m": cpu_limit_m, "mem_request_mi": mem_request_mi,
+                   "mem_limit_mi": mem_limit_mi}
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if not changes:
+            return OpResult(False, "no resource given")
+        for k, v in changes.items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0 or v > 64000:
+                return OpResult(False, f"{k} must be a positive integer, got {v!r}")
+        cur = dep.current
+        res = dict(cur.template["resources"], **{k: int(v) for k, v in changes.items()})
+        for kind in ("cpu", "mem"):
+            unit = "m" if kind == "cpu" else "mi"
+            req, lim = res.get(f"{kind}_request_{unit}"), res.get(f"{kind}_limit_{unit}")
+            if req is not None and lim is not None and req > lim:
+                return OpResult(False, f"spec.containers[0].resources.requests: Invalid value: {kind} request {req} must be less than or equal to {kind} limit {lim}")
+        template = dict(cur.template, resources=res)
+        meta = dict(self.meta_of(cur), message=f"kubectl set resources deployment/{service} "
+                    + ",".join(f"{k}={v}" for k, v in sorted(changes.items())), author="kubectl", t=self._now,
+                    diff="", kind="resources")
+        meta.pop("commits", None)
+        rs, _ = self._new_revision(dep, template, cur.files, self._carry(dep, self.files_of(cur), cur.template["env"]), meta)
+        return OpResult(True, f"deployment.apps/{service} resource requirements updated", {"revision": rs.revision})
+
+    def drain_node(self, node: str) -> OpResult:
+        idx = self.cluster.node_index.get(node)
+        if idx is None:
+            return OpResult(False, f'nodes "{node}" not found')
+        n = self.cluster.drain(idx, self._now)
+        self._effects_dirty = True
+        return OpResult(True, f"node/{node} cordoned, {n} pod(s) evicted", {"evicted": n})
+
+    def uncordon_node(self, node: str) -> OpResult:
+        idx = self.cluster.node_index.get(node)
+        if idx is None:
+            return OpResult(False, f'nodes "{node}" not found')
+        self.cluster.cordon(idx, False, self._now)
+        self._effects_dirty = True
+        return OpResult(True, f"node/{node} uncordoned")
+
+    # ================================================================== reads
+    def k8s_get(self, kind: str, name: str | None = None) -> list[dict[str, Any]]:
+        return render.get(self, kind, name)
+
+    def events(self, since: float, until: float) -> list[dict[str, Any]]:
+        return render.events(self, since, until)
+
+    def logs(self, service: str, since: float, until: float, pattern: str | None = None, limit: int = 100) -> list[str]:
+        from sremarathon_env.backends.sim.logs import logs
+        return logs(self, service, since, until, pattern, limit)
+
+    def traces(self, service: str | None, endpoint: str | None, since: float, until: float,
+               errors_only: bool = False, limit: int = 20) -> list[dict[str, Any]]:
+        from sremarathon_env.backends.sim.traces import traces
+        return traces(self, service, endpoint, since, until, errors_only, limit)
+
+    def deploy_history(self, service: str) -> list[dict[str, Any]]:
+        dep = self._dep(service)
+        if dep is None:
+            return []
+        out = []
+        for rs in sorted(dep.rss, key=lambda r: r.revision):
+            meta = self.meta_of(rs)
+            tpl = rs.template
+            out.append({"revision": rs.revision, "replicaset": rs.name, "image": f"{tpl['image']}:{tpl['tag']}",
+                        "sha": meta.get("sha"), "author": meta.get("author"), "message": meta.get("message"),
+                        "time": render.iso(meta.get("t", rs.created_t)), "t": meta.get("t", rs.created_t),
+                        "change": meta.get("kind", "build"), "diff": meta.get("diff", ""),
+                        "current": rs is dep.current, "ready": sum(1 for p in rs.pods if self.pod_ready_eff[p.slot])})
+        return out
+
+    def commit_log(self, service: str) -> list[dict[str, Any]]:
+        """Source commits of a service: the history before the marathon and every build since."""
+        dep = self._dep(service)
+        if dep is None:
+            return []
+        first = self.meta_of(dep.rss[0])
+        out = [dict(c) for c in first.get("commits", [])]
+        seen = {c["sha"] for c in out}
+        for rs in sorted(dep.rss, key=lambda r: r.created_t):
+            meta = self.meta_of(rs)
+            if meta.get("sha") not in seen and meta.get("kind") == "build":
+                seen.add(meta["sha"])
+                out.append({"sha": meta["sha"], "author": meta["author"], "message": meta["message"], "t": meta["t"]})
+        return out
+
+    def source_files(self, service: str) -> list[str]:
+        dep = self._dep(service)
+        return [] if dep is None else sorted(self.files_of(dep.current))
+
+    def read_source(self, service: str, path: str) -> str | None:
+        dep = self._dep(service)
+        return None if dep is None else self.files_of(dep.current).get(path)
+
+    # ================================================================== health
+    def service_health(self, service: str) -> dict[str, float]:
+        s = self.m.svc_index.get(service)
+        if s is None:
+            return {}
+        out = self.last
+        m = self.m
+        into = m.edge_callee == s
+        rate = float(out.edge_rate[into].sum())
+        fail = float(out.edge_fail[into].sum())
+        lat = float((out.edge_rate[into] * out.edge_lat_src[into]).sum() / rate) if rate > 0 else 0.0
+        sig = float((out.edge_rate[into] * out.edge_sigma[into]).sum() / rate) if rate > 0 else 0.45
+        dep = self.cluster.deployments[service]
+        slots = [p.slot for p in dep.live_pods() if p.cstate == "running"]
+        lim = self.cluster.p_mem_lim[slots] if slots else np.array([])
+        mem_util = float(np.nanmax(self.pod_mem[slots] / lim)) if slots and not np.all(np.isnan(lim)) else 0.0
+        return {"ready": float(self.ready_count[s]), "desired": float(dep.replicas),
+                "error_ratio": fail / rate if rate > 0 else 0.0,
+                "p95_ms": lat * math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig) if rate > 0 else 0.0,
+                "rate": rate, "cpu_util": float(out.svc_rho[s]) if np.isfinite(out.svc_rho[s]) else 0.0,
+                "mem_util": mem_util,
+                "restarts": float(sum(p.restarts for p in dep.live_pods()))}
+
+    def path_health(self, path: str | None = None) -> dict[str, float]:
+        out = self.last
+        m = self.m
+        if path is None:
+            idx = np.arange(m.P)
+        elif path in m.path_names:
+            idx = np.array([m.path_names.index(path)])
+        else:
+            return {}
+        r = out.path_req_rate[idx]
+        tot = float(r.sum())
+        w = r / tot if tot > 0 else np.full(len(idx), 1.0 / len(idx))
+        return {"rate": tot, "error_ratio": float((w * out.path_fail[idx]).sum()),
+                "p95_ms": float((w * out.path_p95[idx]).sum()) if path is None else float(out.path_p95[idx][0]),
+                "degraded_ratio": float((w * out.path_degraded[idx]).sum()),
+                "slow_ratio": float((w * out.path_slow[idx]).sum())}
+
+    def edge_health(self, caller: str, callee: str) -> dict[str, float]:
+        e = self.m.edge_index.get((caller, callee))
+        if e is None:
+            return {}
+        out = self.last
+        rate = float(out.edge_rate[e])
+        s = float(out.edge_sigma[e])
+        return {"rate": rate, "error_ratio": float(out.edge_fail[e] / rate) if rate > 0 else 0.0,
+                "p95_ms": float(out.edge_lat_src[e] * math.exp(-0.5 * s * s + 1.6448536269514722 * s)) if rate > 0 else 0.0}
+
+    def env_of(self, service: str) -> dict[str, str]:
+        dep = self._dep(service)
+        return {} if dep is None else dict(dep.current.template["env"])
+
+    def _flag(self, name: str):
+        for f in self.app.flags:
+            if name == f.name or name in f.aliases:
+                return f
+        return None
+
+    def flag_variant(self, flag: str) -> str | None:
+        f = self._flag(flag)
+        if f is None or not self.app.flags_config_map:
+            return None
+        return self.config_maps[self.app.flags_config_map].get(f.name)
+
+    def serving_revisions(self, service: str) -> dict[int, int]:
+        dep = self._dep(service)
+        if dep is None:
+            return {}
+        out = {}
+        for rs in dep.rss:
+            k = sum(1 for p in rs.pods if self.pod_ready_eff[p.slot])
+            if k:
+                out[rs.revision] = k
+        return out
+
+    def state_digest(self) -> str:
+        c = self.cluster
+        deps = {}
+        for dep in sorted(c.deployments.values(), key=lambda d: d.name):
+            obs: dict[str, int] = {}
+            for p in dep.live_pods():
+                key = "|".join([p.rs.hash, p.phase, p.cstate, p.reason if p.cstate == "waiting" else "",
+                                str(bool(self.pod_ready_eff[p.slot])), str(p.node_lost)])
+                obs[key] = obs.get(key, 0) + 1
+            deps[dep.name] = {"replicas": dep.replicas, "template": dep.current.hash,
+                              "effects": sorted(self.book.effects[h].model_dump_json() for h in dep.current.effects
+                                                if h in self.book.effects),
+                              "progress_failed": dep.progress_failed, "pods": dict(sorted(obs.items()))}
+        state = {"deployments": deps,
+                 "nodes": [[n.name, n.ready, n.cordoned] for n in c.nodes],
+                 "config_maps": {k: dict(sorted(v.items())) for k, v in sorted(self.config_maps.items())},
+                 "effects": sorted(e.model_dump_json() for h, e in self.book.effects.items()
+                                   if e.bind != "revision" and h not in self._oneshot)}
+        return hashlib.sha256(canonical(state).encode()).hexdigest()
+
+    # ================================================================== helpers for renderers
+    def node_ip(self, node: int) -> str:
+        return f"10.0.{1 + self.m.node_zone[node]}.{10 + node}"
+
+    def pod_ip(self, pod: Pod) -> str:
+        return f"10.244.{max(pod.node, 0)}.{2 + pod.slot % 250}"
+
+    def endpoints_of(self, svc: int) -> tuple[list[Pod], list[Pod]]:
+        dep = self.cluster.deployments[self.m.svc_names[svc]]
+        if self.res.no_endpoints[svc]:
+            return [], []
+        ready, not_ready = [], []
+        for p in dep.live_pods():
+            if p.node < 0 or p.cstate == "waiting" and p.reason in ("ContainerCreating", "ErrImagePull", "ImagePullBackOff"):
+                continue
+            (ready if self.pod_ready_eff[p.slot] else not_ready).append(p)
+        return ready, not_ready
+
+    def deployment_conditions(self, dep: Deployment) -> dict[str, tuple[str, str, str]]:
+        avail = sum(1 for p in dep.live_pods() if self.pod_ready_eff[p.slot])
+        _, unavail = rolling_params(dep.replicas)
+        available = avail >= dep.replicas - unavail
+        a = ("True", "MinimumReplicasAvailable", "Deployment has minimum availability.") if available else \
+            ("False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.")
+        if dep.progress_failed:
+            p = ("False", "ProgressDeadlineExceeded", f'ReplicaSet "{dep.current.name}" has timed out progressing.')
+        elif self.cluster.rollout_complete(dep):
+            p = ("True", "NewReplicaSetAvailable", f'ReplicaSet "{dep.current.name}" has successfully progressed.')
+        else:
+            p = ("True", "ReplicaSetUpdated", f'ReplicaSet "{dep.current.name}" is progressing.')
+        return {"Available": a, "Progressing": p}
+
+    def quota_used(self) -> dict[str, float]:
+        c = self.cluster
+        slots = [p.slot for p in c.active_pods()]
+        return {"pods": float(len(slots)),
+                "requests.cpu": float(np.nansum(c.p_cpu_req[slots])),
+                "requests.memory": float(np.nansum(c.p_mem_req[slots])) * 2**20,
+                "limits.cpu": float(np.nansum(c.p_cpu_lim[slots])),
+                "limits.memory": float(np.nansum(c.p_mem_lim[slots])) * 2**20}
+
+
+def _unified(old_files: dict[str, str], new_files: dict[str, str], old_tpl: dict, new_tpl: dict) -> str:
+    parts = []
+    for path in sorted(set(old_files) | set(new_files)):
+        a, b = old_files.get(path), new_files.get(path)
+        if a == b:
+            continue
+        parts.extend(difflib.unified_diff((a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
+                                          fromfile=f"a/{path}" if a is not None else "/dev/null",
+                                          tofile=f"b/{path}" if b is not None else "/dev/null"))
+    env_a, env_b = old_tpl["env"], new_tpl["env"]
+    env_lines = []
+    for k in sorted(set(env_a) | set(env_b)):
+        if env_a.get(k) != env_b.get(k):
+            if k in env_a:
+                env_lines.append(f"-  {k}: {env_a[k]}\n")
+            if k in env_b:
+                env_lines.append(f"+  {k}: {env_b[k]}\n")
+    if env_lines:
+        parts.extend(["--- a/deployment.yaml (env)\n", "+++ b/deployment.yaml (env)\n", *env_lines])
+    if old_tpl["tag"] != new_tpl["tag"]:
+        parts.extend(["--- a/deployment.yaml (image)\n", "+++ b/deployment.yaml (image)\n",
+                      f"-  image: {old_tpl['image']}:{old_tpl['tag']}\n", f"+  image: {new_tpl['image']}:{new_tpl['tag']}\n"])
+    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+
+
+def _oom_line(language: str, service: str) -> str:
+    if language in ("java", "kotlin"):
+        return 'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space'
+    if language == "go":
+        return "fatal error: runtime: out of memory"
+    if language in ("nodejs", "typescript"):
+        return "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"
+    if language == "python":
+        return "MemoryError"
+    if language == "csharp":
+        return "Unhandled exception. System.OutOfMemoryException: Insufficient memory to continue the execution of the program."
+    return f"{service}: out of memory"
+
+
+def _crash_line(e: Effect) -> str:
+    return f"process exited with code {e.exit_code} ({e.reason})"

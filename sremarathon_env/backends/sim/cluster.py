@@ -1,0 +1,712 @@
+"""Kubernetes-shaped cluster state and its controllers: nodes, Deployments with ReplicaSets per
+revision, pods with a kubelet-like lifecycle, a scheduler, a quota, and events.
+
+Pods change state only at discrete moments (pull finished, container started, probe passed,
+container exited, back-off elapsed); each pod carries its next moment in a heap, so a tick costs
+nothing for pods whose state does not change. Per-pod numbers the tick needs (service, node,
+readiness, limits, start time) are mirrored into numpy arrays indexed by pod *slot* (creation
+order), which the traffic model and the metric writer read in bulk.
+
+Rolling updates follow the Deployment controller: maxSurge 25 % (rounded up), maxUnavailable 25 %
+(rounded down, 1 if both are 0), unhealthy old pods cleaned up first, progress deadline 600 s.
+Container restarts back off 10 s doubling to 300 s, reset after 10 minutes of running.
+
+>>> from apps import load_app
+>>> c = Cluster(load_app("online-boutique"), seed=1)
+>>> c.bootstrap(lambda pod, t: None)
+>>> sorted({p.phase for p in c.active_pods()}), len(c.active_pods())
+(['Running'], 11)
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from apps.spec import AppSpec, ServiceSpec
+from sremarathon_env.backends.sim.util import child_rng, suffix, template_hash
+
+BACKOFF_START_S = 10.0
+BACKOFF_MAX_S = 300.0
+BACKOFF_RESET_S = 600.0
+PROGRESS_DEADLINE_S = 600.0
+POD_EVICTION_TIMEOUT_S = 300.0
+
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
+@dataclass
+class CrashPlan:
+    """How the next container run of a pod ends: after ``after_s`` with ``reason``/``exit_code``."""
+
+    reason: str
+    exit_code: int
+    after_s: float
+    log: str
+    liveness: bool = False
+
+
+@dataclass(eq=False)
+class ReplicaSet:
+    id: int
+    deployment: str
+    hash: str
+    template: dict[str, Any]           # image, tag, env, resources, restarted_at
+    files: dict[str, str]
+    effects: list                      # revision-bound Effect objects
+    meta: dict[str, Any]               # sha, author, message, t, diff, noise
+    revision: int
+    created_t: float
+    replicas: int = 0                  # desired pods (set by the Deployment controller)
+    pods: list["Pod"] = field(default_factory=list)   # live pods
+
+    @property
+    def name(self) -> str:
+        return f"{self.deployment}-{self.hash}"
+
+    def ready_count(self) -> int:
+        return sum(1 for p in self.pods if p.available)
+
+
+@dataclass(eq=False)
+class Pod:
+    slot: int
+    name: str
+    svc: int
+    rs: ReplicaSet
+    created_t: float
+    node: int = -1
+    phase: str = "Pending"
+    cstate: str = "waiting"            # waiting | running | terminated
+    reason: str = "ContainerCreating"  # waiting reason when cstate == waiting
+    ready: bool = False                # readiness probe passes (lifecycle)
+    node_lost: bool = False
+    started_t: float = math.nan
+    ready_t: float = math.nan
+    restarts: int = 0
+    last_reason: str = ""
+    last_exit: int = 0
+    last_started_t: float = math.nan
+    last_finished_t: float = math.nan
+    backoff_s: float = 0.0
+    pull_backoff_s: float = 0.0
+    next_t: float = math.inf
+    action: str = ""
+    gen: int = 0
+    deleted: bool = False
+    plan: CrashPlan | None = None
+    deletion_t: float = math.nan
+
+    @property
+    def available(self) -> bool:
+        return self.ready and not self.node_lost and not self.deleted
+
+
+@dataclass(eq=False)
+class Deployment:
+    name: str
+    svc: int
+    spec: ServiceSpec
+    replicas: int
+    current: ReplicaSet
+    rss: list[ReplicaSet] = field(default_factory=list)
+    generation: int = 1
+    observed_generation: int = 1
+    next_revision: int = 2
+    progress_t: float = 0.0
+    progress_failed: bool = False
+    create_blocked: str = ""           # last FailedCreate message while blocked by the quota
+
+    def live_pods(self) -> list[Pod]:
+        return [p for rs in self.rss for p in rs.pods]
+
+
+@dataclass(eq=False)
+class NodeState:
+    index: int
+    name: str
+    zone: str
+    cpu_m: int
+    mem_mi: int
+    ready: bool = True
+    cordoned: bool = False
+    images: set = field(default_factory=set)
+    down_since: float = math.nan
+
+
+class Cluster:
+    """State + controllers. The backend provides ``crash_plan(pod, t)`` (effects and config decide
+    whether a container survives its start) and ``image_ok(image, tag)``."""
+
+    def __init__(self, app: AppSpec, seed: int):
+        self.app = app
+        self.seed = int(seed)
+        self.ns = app.namespace
+        self.svc_names = [s.name for s in app.services]
+        self.svc_index = {n: i for i, n in enumerate(self.svc_names)}
+        self.nodes = [NodeState(i, n.name, n.zone, n.cpu_m, n.mem_mi) for i, n in enumerate(app.topology.nodes)]
+        self.node_index = {n.name: n.index for n in self.nodes}
+        self.deployments: dict[str, Deployment] = {}
+        self.pods: list[Pod] = []          # every pod ever, by slot
+        self._heap: list[tuple[float, int, int, int]] = []
+        self._seq = 0
+        self._pod_counter = 0
+        self._rs_counter = 0
+        self.dirty = True                  # pod-derived arrays need a refresh
+        self.layout_version = 0            # bumps when pods are created or deleted
+        self.events: list[list] = []       # [first_t, last_t, count, type, reason, kind, name, message, component]
+        self._event_index: dict[tuple, int] = {}
+        self.lifecycle: list[tuple] = []   # (t, svc, pod, what, detail) for logs
+        self.crash_plan: Callable[[Pod, float], CrashPlan | None] = lambda pod, t: None
+        self.image_ok: Callable[[str, str], bool] = lambda image, tag: True
+        self.on_change: Callable[[], None] = lambda: None
+        self._retry: set[str] = set()
+        self.rolling: set[str] = set()     # Deployments whose rollout is not complete
+        self.quota_hard: dict[str, float] = {}
+        # per-slot arrays
+        cap = 64
+        self.p_svc = np.zeros(cap, dtype=np.intp)
+        self.p_node = np.zeros(cap, dtype=np.intp)
+        self.p_active = np.zeros(cap, dtype=bool)
+        self.p_running = np.zeros(cap, dtype=bool)
+        self.p_ready = np.zeros(cap, dtype=bool)       # lifecycle readiness (probe passes)
+        self.p_lost = np.zeros(cap, dtype=bool)
+        self.p_started = np.zeros(cap)
+        self.p_cpu_lim = np.zeros(cap)                 # cores (NaN: unset)
+        self.p_mem_lim = np.zeros(cap)                 # MiB (NaN: unset)
+        self.p_cpu_req = np.zeros(cap)
+        self.p_mem_req = np.zeros(cap)
+        self.p_restarts = np.zeros(cap)
+        self.p_rs = np.zeros(cap, dtype=np.intp)
+        self.rs_by_id: list[ReplicaSet] = []
+
+    # ------------------------------------------------------------------ bootstrap
+    def new_rs(self, dep_name: str, template: dict, files: dict[str, str], effects: list, meta: dict,
+               revision: int, t: float) -> ReplicaSet:
+        rs = ReplicaSet(self._rs_counter, dep_name, template_hash(template), template, files, list(effects),
+                        meta, revision, t)
+        self._rs_counter += 1
+        self.rs_by_id.append(rs)
+        return rs
+
+    def bootstrap(self, crash_plan: Callable[[Pod, float], CrashPlan | None], files_of=None, meta_of=None,
+                  t0: float = -3600.0) -> None:
+        """Create every Deployment at revision 1 with its pods Running and Ready since ``t0``."""
+        self.crash_plan = crash_plan
+        for i, s in enumerate(self.app.services):
+            tpl = base_template(s)
+            files = files_of(s.name) if files_of else {}
+            meta = meta_of(s.name) if meta_of else {}
+            rs = self.new_rs(s.name, tpl, files, [], meta, 1, t0 - 60.0)
+            dep = Deployment(s.name, i, s, s.replicas, rs, [rs], progress_t=t0)
+            self.deployments[s.name] = dep
+            rs.replicas = s.replicas
+            for k in range(s.replicas):
+                pod = self._create_pod(dep, rs, t0, quiet=True)
+                node = self.node_index[s.node] if k == 0 else self._pick_node(pod)
+                self._bind(pod, node if node is not None else self.node_index[s.node], t0, quiet=True)
+                self.nodes[pod.node].images.add((tpl["image"], tpl["tag"]))
+                pod.phase, pod.cstate, pod.reason, pod.ready = "Running", "running", "", True
+                pod.started_t = pod.ready_t = t0
+                self._sync(pod)
+        # quota: generous headroom over the initial footprint
+        pods = self.active_pods()
+        self.quota_hard = {
+            "pods": float(max(20, 3 * len(pods))),
+            "requests.cpu": round(3 * float(np.nansum(self.p_cpu_req[[p.slot for p in pods]])) + 1, 1),
+            "requests.memory": float(3 * np.nansum(self.p_mem_req[[p.slot for p in pods]]) + 1024) * 2**20,
+            "limits.cpu": round(3 * float(np.nansum(self.p_cpu_lim[[p.slot for p in pods]])) + 2, 1),
+            "limits.memory": float(3 * np.nansum(self.p_mem_lim[[p.slot for p in pods]]) + 2048) * 2**20,
+        }
+        self.dirty = True
+
+    # ------------------------------------------------------------------ events
+    def event(self, t: float, etype: str, reason: str, kind: str, name: str, message: str,
+              component: str = "kubelet") -> None:
+        key = (kind, name, reason, message)
+        idx = self._event_index.get(key)
+        if idx is not None and t - self.events[idx][1] < 3600:
+            ev = self.events[idx]
+            ev[1] = t
+            ev[2] += 1
+            return
+        self._event_index[key] = len(self.events)
+        self.events.append([t, t, 1, etype, reason, kind, name, message, component])
+
+    # ------------------------------------------------------------------ pods
+    def active_pods(self) -> list[Pod]:
+        return [p for dep in self.deployments.values() for rs in dep.rss for p in rs.pods]
+
+    def _grow(self) -> None:
+        n = len(self.p_svc) * 2
+        for attr in ("p_svc", "p_node", "p_active", "p_running", "p_ready", "p_lost", "p_started", "p_cpu_lim",
+                     "p_mem_lim", "p_cpu_req", "p_mem_req", "p_restarts", "p_rs"):
+            a = getattr(self, attr)
+            b = np.zeros(n, dtype=a.dtype)
+            b[: len(a)] = a
+            setattr(self, attr, b)
+
+    def _create_pod(self, dep: Deployment, rs: ReplicaSet, t: float, quiet: bool = False) -> Pod:
+        self._pod_counter += 1
+        name = f"{dep.name}-{rs.hash}-{suffix(self.seed, 'pod', self._pod_counter)}"
+        slot = len(self.pods)
+        if slot >= len(self.p_svc):
+            self._grow()
+        pod = Pod(slot, name, dep.svc, rs, t)
+        self.pods.append(pod)
+        rs.pods.append(pod)
+        res = rs.template["resources"]
+        self.p_svc[slot] = dep.svc
+        self.p_active[slot] = True
+        self.p_rs[slot] = rs.id
+        self.p_cpu_lim[slot] = res["cpu_limit_m"] / 1000.0 if res.get("cpu_limit_m") else np.nan
+        self.p_mem_lim[slot] = float(res["mem_limit_mi"]) if res.get("mem_limit_mi") else np.nan
+        self.p_cpu_req[slot] = res["cpu_request_m"] / 1000.0 if res.get("cpu_request_m") else np.nan
+        self.p_mem_req[slot] = float(res["mem_request_mi"]) if res.get("mem_request_mi") else np.nan
+        self.layout_version += 1
+        self.dirty = True
+        if not quiet:
+            self.event(t, "Normal", "SuccessfulCreate", "ReplicaSet", rs.name, f"Created pod: {name}",
+                       "replicaset-controller")
+            self._schedule_now(pod, t)
+        return pod
+
+    def _sync(self, pod: Pod) -> None:
+        s = pod.slot
+        self.p_node[s] = max(pod.node, 0)
+        self.p_running[s] = pod.cstate == "running"
+        self.p_ready[s] = pod.ready
+        self.p_lost[s] = pod.node_lost
+        self.p_started[s] = pod.started_t if pod.cstate == "running" else np.nan
+        self.p_restarts[s] = pod.restarts
+        self.p_active[s] = not pod.deleted
+        self.dirty = True
+
+    def _at(self, pod: Pod, t: float, action: str) -> None:
+        pod.gen += 1
+        pod.next_t, pod.action = t, action
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, pod.slot, pod.gen))
+
+    def _schedule_now(self, pod: Pod, t: float) -> None:
+        node = self._pick_node(pod)
+        if node is None:
+            pod.reason = ""
+            self.event(t, "Warning", "FailedScheduling", "Pod", pod.name,
+                       f"0/{len(self.nodes)} nodes are available: "
+                       f"{sum(1 for n in self.nodes if not n.ready or n.cordoned)} node(s) were unschedulable or not ready, "
+                       "insufficient cpu or memory on the others.", "default-scheduler")
+            self._at(pod, t + 30.0, "schedule")
+            return
+        self._bind(pod, node, t)
+
+    def _bind(self, pod: Pod, node: int, t: float, quiet: bool = False) -> None:
+        pod.node = node
+        pod.reason = "ContainerCreating"
+        self._sync(pod)
+        if quiet:
+            return
+        self.event(t, "Normal", "Scheduled", "Pod", pod.name,
+                   f"Successfully assigned {self.ns}/{pod.name} to {self.nodes[node].name}", "default-scheduler")
+        self._at(pod, t + 0.5, "pull")
+
+    def _pick_node(self, pod: Pod) -> int | None:
+        spec = self.deployments[self.svc_names[pod.svc]].spec if self.deployments else self.app.services[pod.svc]
+        res = pod.rs.template["resources"]
+        need_cpu = (res.get("cpu_request_m") or 0) / 1000.0
+        need_mem = float(res.get("mem_request_mi") or 0)
+        act = self.p_active[: len(self.pods)] & np.array([not p.deleted for p in self.pods]) if self.pods else None
+        best = None
+        for n in self.nodes:
+            if not n.ready or n.cordoned:
+                continue
+            on = act & (self.p_node[: len(self.pods)] == n.index) if act is not None else None
+            used_cpu = float(np.nansum(self.p_cpu_req[: len(self.pods)][on])) if on is not None else 0.0
+            used_mem = float(np.nansum(self.p_mem_req[: len(self.pods)][on])) if on is not None else 0.0
+            if used_cpu + need_cpu > n.cpu_m / 1000.0 or used_mem + need_mem > n.mem_mi:
+                continue
+            same = int(np.sum(on & (self.p_svc[: len(self.pods)] == pod.svc))) if on is not None else 0
+            same -= 1 if (pod.node == n.index and not pod.deleted and on is not None and on[pod.slot]) else 0
+            zone_same = 0
+            if act is not None:
+                zn = np.array([self.nodes[k].zone == n.zone for k in self.p_node[: len(self.pods)]])
+                zone_same = int(np.sum(act & zn & (self.p_svc[: len(self.pods)] == pod.svc)))
+            score = (same, 0 if n.name == spec.node else 1, zone_same, used_cpu / (n.cpu_m / 1000.0), n.index)
+            if best is None or score < best[0]:
+                best = (score, n.index)
+        return None if best is None else best[1]
+
+    def _delete_pod(self, pod: Pod, t: float, reason: str = "Killing", message: str | None = None) -> None:
+        if pod.deleted:
+            return
+        pod.deleted = True
+        pod.deletion_t = t
+        pod.ready = False
+        pod.gen += 1
+        pod.next_t = math.inf
+        if pod in pod.rs.pods:
+            pod.rs.pods.remove(pod)
+        if pod.cstate == "running":
+            self.event(t, "Normal", reason, "Pod", pod.name, message or f"Stopping container {self.svc_names[pod.svc]}")
+            self.lifecycle.append((t, pod.svc, pod.name, "stop", ""))
+        self._sync(pod)
+        self.layout_version += 1
+
+    # ------------------------------------------------------------------ kubelet lifecycle
+    def _process(self, pod: Pod, t: float) -> None:
+        action = pod.action
+        pod.next_t, pod.action = math.inf, ""
+        svc = self.svc_names[pod.svc]
+        tpl = pod.rs.template
+        image = f"{tpl['image']}:{tpl['tag']}"
+        rng = child_rng(self.seed, "kubelet", pod.name, pod.restarts, action, round(t, 3))
+        node = self.nodes[pod.node] if pod.node >= 0 else None
+        if action == "schedule":
+            self._schedule_now(pod, t)
+        elif action == "evict":
+            self.event(t, "Normal", "TaintManagerEviction", "Pod", pod.name, "Marking for deletion Pod " + f"{self.ns}/{pod.name}",
+                       "taint-controller")
+            self._delete_pod(pod, t, "Killing", f"Stopping container {svc}")
+            self.mark(pod.rs.deployment)
+        elif action == "pull":
+            ok = self.image_ok(tpl["image"], tpl["tag"])
+            if ok and (tpl["image"], tpl["tag"]) in node.images:
+                self.event(t, "Normal", "Pulled", "Pod", pod.name,
+                           f'Container image "{image}" already present on machine')
+                self._at(pod, t + 0.3, "start")
+            else:
+                self.event(t, "Normal", "Pulling", "Pod", pod.name, f'Pulling image "{image}"')
+                dur = float(rng.uniform(1.5, 6.0)) if ok else float(rng.uniform(0.5, 2.0))
+                self._at(pod, t + dur, "pulled" if ok else "pullfail")
+        elif action == "pulled":
+            node.images.add((tpl["image"], tpl["tag"]))
+            self.event(t, "Normal", "Pulled", "Pod", pod.name,
+                       f'Successfully pulled image "{image}" in {t - pod.created_t:.3f}s')
+            self._at(pod, t + 0.3, "start")
+        elif action == "pullfail":
+            pod.reason = "ErrImagePull"
+            self.event(t, "Warning", "Failed", "Pod", pod.name,
+                       f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to pull and unpack image '
+                       f'"{image}": failed to resolve reference "{image}": {image}: not found')
+            self.event(t, "Warning", "Failed", "Pod", pod.name, "Error: ErrImagePull")
+            pod.pull_backoff_s = BACKOFF_START_S if pod.pull_backoff_s == 0 else min(BACKOFF_MAX_S, pod.pull_backoff_s * 2)
+            self._at(pod, t + 1.0, "pullbackoff")
+        elif action == "pullbackoff":
+            pod.reason = "ImagePullBackOff"
+            self.event(t, "Normal", "BackOff", "Pod", pod.name, f'Back-off pulling image "{image}"')
+            self.event(t, "Warning", "Failed", "Pod", pod.name, "Error: ImagePullBackOff")
+            self._at(pod, t + pod.pull_backoff_s, "pull")
+        elif action == "start":
+            pod.phase, pod.cstate, pod.reason = "Running", "running", ""
+            pod.started_t = t
+            pod.ready = False
+            self.event(t, "Normal", "Created", "Pod", pod.name, f"Created container {svc}")
+            self.event(t, "Normal", "Started", "Pod", pod.name, f"Started container {svc}")
+            self.lifecycle.append((t, pod.svc, pod.name, "start", ""))
+            plan = self.crash_plan(pod, t)
+            pod.plan = plan
+            if plan is not None:
+                self._at(pod, t + plan.after_s * float(rng.uniform(0.8, 1.2)), "crash")
+            else:
+                self._at(pod, t + self.ready_delay(pod, rng), "ready")
+        elif action == "ready":
+            pod.ready = True
+            pod.ready_t = t
+            self.lifecycle.append((t, pod.svc, pod.name, "ready", ""))
+            self.mark(pod.rs.deployment)
+        elif action == "crash":
+            plan = pod.plan or CrashPlan("Error", 1, 0.0, "")
+            self.terminate(pod, t, plan.reason, plan.exit_code, plan.log, liveness=plan.liveness)
+        elif action == "restart":
+            self._at(pod, t, "start")
+        self._sync(pod)
+
+    def ready_delay(self, pod: Pod, rng: np.random.Generator) -> float:
+        spec = self.app.services[pod.svc]
+        startup = spec.behaviour.startup_s * float(rng.uniform(0.85, 1.25))
+        probe = spec.readiness_probe
+        if probe is None:
+            return startup
+        first = probe.initial_delay_s
+        if startup <= first:
+            return first + float(rng.uniform(0.0, 1.0))
+        k = math.ceil((startup - first) / probe.period_s)
+        return first + k * probe.period_s + float(rng.uniform(0.0, 1.0))
+
+    def terminate(self, pod: Pod, t: float, reason: str, exit_code: int, log: str, liveness: bool = False) -> None:
+        """The container exits (crash, OOM kill, liveness kill); the kubelet restarts it after back-off."""
+        if pod.deleted or pod.cstate != "running":
+            return
+        svc = self.svc_names[pod.svc]
+        ran = t - pod.started_t
+        pod.last_reason, pod.last_exit = reason, exit_code
+        pod.last_started_t, pod.last_finished_t = pod.started_t, t
+        pod.restarts += 1
+        pod.ready = False
+        pod.cstate, pod.reason = "waiting", "CrashLoopBackOff"
+        pod.started_t = math.nan
+        if reason == "OOMKilled":
+            self.event(t, "Warning", "OOMKilling", "Node", self.nodes[pod.node].name,
+                       f"Memory cgroup out of memory: Killed process (container {svc}) in pod {pod.name}", "kernel-monitor")
+        if liveness:
+            self.event(t, "Warning", "Unhealthy", "Pod", pod.name, "Liveness probe failed: connection refused")
+            self.event(t, "Normal", "Killing", "Pod", pod.name, f"Container {svc} failed liveness probe, will be restarted")
+        self.lifecycle.append((t, pod.svc, pod.name, "exit", (reason, exit_code, log)))
+        pod.backoff_s = BACKOFF_START_S if (pod.backoff_s == 0 or ran >= BACKOFF_RESET_S) else min(BACKOFF_MAX_S, pod.backoff_s * 2)
+        self.event(t, "Warning", "BackOff", "Pod", pod.name, f"Back-off restarting failed container {svc} in pod {pod.name}")
+        self._at(pod, t + pod.backoff_s, "restart")
+        self._sync(pod)
+        self.mark(pod.rs.deployment)
+
+    def crash_now(self, pod: Pod, t: float, plan: CrashPlan) -> None:
+        """Make a running container exit at ``t`` (a crash effect that starts while it runs)."""
+        if pod.cstate == "running" and not pod.deleted:
+            pod.plan = plan
+            self._at(pod, t, "crash")
+
+    # ------------------------------------------------------------------ controllers
+    def mark(self, dep_name: str) -> None:
+        self._retry.add(dep_name)
+
+    def run_until(self, T: float) -> None:
+        """Process every pod moment and controller reaction up to and including ``T``."""
+        heap = self._heap
+        while heap and heap[0][0] <= T:
+            t, _, slot, gen = heapq.heappop(heap)
+            pod = self.pods[slot]
+            if pod.gen != gen or pod.deleted:
+                continue
+            self._process(pod, t)
+            if self._retry:
+                self.reconcile_marked(t)
+        if self._retry:
+            self.reconcile_marked(T)
+
+    def reconcile_marked(self, t: float) -> None:
+        names = sorted(self._retry)
+        self._retry = set()
+        for n in names:
+            self.reconcile(self.deployments[n], t)
+
+    def reconcile(self, dep: Deployment, t: float) -> None:
+        """One pass of the Deployment controller (rolling update) and the ReplicaSet controller."""
+        d = dep.replicas
+        new = dep.current
+        olds = [rs for rs in dep.rss if rs is not new and (rs.replicas > 0 or rs.pods)]
+        surge, unavail = rolling_params(d)
+        before_new = new.ready_count()
+        if not olds:
+            if new.replicas != d:
+                self._scale_rs(dep, new, d, t)
+        else:
+            total = new.replicas + sum(rs.replicas for rs in olds)
+            max_total = d + surge
+            if total < max_total and new.replicas < d:
+                self._scale_rs(dep, new, min(d, new.replicas + (max_total - total)), t)
+            all_count = new.replicas + sum(rs.replicas for rs in olds)
+            min_avail = d - unavail
+            new_unavail = new.replicas - new.ready_count()
+            max_down = all_count - min_avail - new_unavail
+            if max_down > 0:
+                for rs in sorted(olds, key=lambda r: r.created_t):
+                    unhealthy = rs.replicas - rs.ready_count()
+                    k = min(max_down, max(0, unhealthy))
+                    if k > 0:
+                        self._scale_rs(dep, rs, rs.replicas - k, t)
+                        max_down -= k
+                available = sum(rs.ready_count() for rs in dep.rss)
+                down = available - min_avail
+                for rs in sorted(olds, key=lambda r: r.created_t):
+                    if down <= 0:
+                        break
+                    k = min(rs.replicas, down)
+                    if k > 0:
+                        self._scale_rs(dep, rs, rs.replicas - k, t)
+                        down -= k
+        for rs in dep.rss:
+            self._sync_rs(dep, rs, t)
+        if new.ready_count() > before_new or (not olds and new.ready_count() >= d):
+            dep.progress_t = t
+        if self.rollout_complete(dep):
+            dep.progress_failed = False
+            self.rolling.discard(dep.name)
+        else:
+            self.rolling.add(dep.name)
+        dep.observed_generation = dep.generation
+
+    def rollout_complete(self, dep: Deployment) -> bool:
+        new = dep.current
+        return (new.replicas == dep.replicas and new.ready_count() == dep.replicas
+                and all(len(rs.pods) == 0 for rs in dep.rss if rs is not new))
+
+    def next_event_time(self) -> float:
+        """Earliest pending pod moment or progress deadline (inf when the cluster is at rest)."""
+        heap = self._heap
+        while heap and (self.pods[heap[0][2]].gen != heap[0][3] or self.pods[heap[0][2]].deleted):
+            heapq.heappop(heap)
+        t = heap[0][0] if heap else math.inf
+        for name in self.rolling:
+            dep = self.deployments[name]
+            if not dep.progress_failed:
+                t = min(t, dep.progress_t + PROGRESS_DEADLINE_S + 1e-6)
+        return t
+
+    def check_progress(self, t: float) -> None:
+        for name in sorted(self.rolling):
+            dep = self.deployments[name]
+            if dep.progress_failed or self.rollout_complete(dep):
+                continue
+            if t - dep.progress_t > PROGRESS_DEADLINE_S:
+                dep.progress_failed = True
+                self.event(t, "Warning", "ProgressDeadlineExceeded", "Deployment", dep.name,
+                           f'ReplicaSet "{dep.current.name}" has timed out progressing.', "deployment-controller")
+
+    def _scale_rs(self, dep: Deployment, rs: ReplicaSet, n: int, t: float) -> None:
+        if n == rs.replicas:
+            return
+        verb = "up" if n > rs.replicas else "down"
+        self.event(t, "Normal", "ScalingReplicaSet", "Deployment", dep.name,
+                   f"Scaled {verb} replica set {rs.name} from {rs.replicas} to {n}", "deployment-controller")
+        rs.replicas = n
+
+    def _quota_block(self, rs: ReplicaSet) -> str:
+        pods = self.active_pods()
+        res = rs.template["resources"]
+        used_pods = len(pods) + 1
+        if used_pods > self.quota_hard.get("pods", math.inf):
+            return (f'pods "{rs.name}-xxxxx" is forbidden: exceeded quota: {self.ns}-quota, requested: pods=1, '
+                    f'used: pods={len(pods)}, limited: pods={int(self.quota_hard["pods"])}')
+        used_cpu = float(np.nansum(self.p_cpu_req[[p.slot for p in pods]])) if pods else 0.0
+        need = (res.get("cpu_request_m") or 0) / 1000.0
+        if used_cpu + need > self.quota_hard.get("requests.cpu", math.inf):
+            return (f'pods "{rs.name}-xxxxx" is forbidden: exceeded quota: {self.ns}-quota, requested: requests.cpu='
+                    f'{res.get("cpu_request_m")}m, used: requests.cpu={int(used_cpu * 1000)}m, '
+                    f'limited: requests.cpu={int(self.quota_hard["requests.cpu"] * 1000)}m')
+        return ""
+
+    def _sync_rs(self, dep: Deployment, rs: ReplicaSet, t: float) -> None:
+        live = rs.pods
+        if len(live) < rs.replicas:
+            for _ in range(rs.replicas - len(live)):
+                block = self._quota_block(rs)
+                if block:
+                    dep.create_blocked = block
+                    self.event(t, "Warning", "FailedCreate", "ReplicaSet", rs.name, f"Error creating: {block}",
+                               "replicaset-controller")
+                    self._retry.add(dep.name)
+                    return
+                self._create_pod(dep, rs, t)
+            dep.create_blocked = ""
+        elif len(live) > rs.replicas:
+            order = sorted(live, key=lambda p: (p.node < 0, p.available, -p.restarts, -p.created_t, p.name))
+            for pod in order[: len(live) - rs.replicas]:
+                self._delete_pod(pod, t)
+                self.event(t, "Normal", "SuccessfulDelete", "ReplicaSet", rs.name, f"Deleted pod: {pod.name}",
+                           "replicaset-controller")
+
+    # ------------------------------------------------------------------ operations
+    def set_template(self, dep: Deployment, rs: ReplicaSet, t: float) -> None:
+        """Make ``rs`` the Deployment's current revision and start rolling to it."""
+        if rs not in dep.rss:
+            dep.rss.append(rs)
+        rs.revision = dep.next_revision
+        dep.next_revision += 1
+        dep.current = rs
+        dep.generation += 1
+        dep.progress_t = t
+        dep.progress_failed = False
+        self.reconcile(dep, t)
+
+    def find_rs(self, dep: Deployment, template: dict) -> ReplicaSet | None:
+        h = template_hash(template)
+        for rs in dep.rss:
+            if rs.hash == h:
+                return rs
+        return None
+
+    def scale(self, dep: Deployment, n: int, t: float) -> None:
+        dep.replicas = n
+        dep.generation += 1
+        self.reconcile(dep, t)
+
+    def delete_pods_of(self, dep: Deployment, t: float) -> int:
+        pods = dep.live_pods()
+        for p in pods:
+            self._delete_pod(p, t)
+        self.reconcile(dep, t)
+        return len(pods)
+
+    def set_node_ready(self, node: int, ready: bool, t: float) -> None:
+        n = self.nodes[node]
+        if n.ready == ready:
+            return
+        n.ready = ready
+        if not ready:
+            n.down_since = t
+            self.event(t, "Normal", "NodeNotReady", "Node", n.name, f"Node {n.name} status is now: NodeNotReady",
+                       "node-controller")
+            for p in self.active_pods():
+                if p.node == node:
+                    p.node_lost = True
+                    p.phase = "Unknown" if p.phase == "Running" else p.phase
+                    self.event(t, "Warning", "NodeNotReady", "Pod", p.name, "Node is not ready", "node-controller")
+                    self._at(p, t + POD_EVICTION_TIMEOUT_S, "evict")
+                    self._sync(p)
+                    self.mark(p.rs.deployment)
+        else:
+            n.down_since = math.nan
+            self.event(t, "Normal", "NodeReady", "Node", n.name, f"Node {n.name} status is now: NodeReady", "kubelet")
+            for p in self.active_pods():
+                if p.node == node and p.node_lost:
+                    p.node_lost = False
+                    if p.cstate == "running":
+                        p.phase = "Running"
+                        self._at(p, t + 1.0, "ready")
+                    else:
+                        self._at(p, t + 1.0, "restart" if p.cstate == "waiting" and p.reason == "CrashLoopBackOff" else "pull")
+                    self._sync(p)
+            for p in self.active_pods():   # pods waiting for a schedulable node
+                if p.node < 0:
+                    self._at(p, t, "schedule")
+        self.dirty = True
+
+    def cordon(self, node: int, on: bool, t: float) -> None:
+        n = self.nodes[node]
+        n.cordoned = on
+        self.event(t, "Normal", "NodeNotSchedulable" if on else "NodeSchedulable", "Node", n.name,
+                   f"Node {n.name} status is now: {'NodeNotSchedulable' if on else 'NodeSchedulable'}", "kubelet")
+        if not on:
+            for p in self.active_pods():
+                if p.node < 0:
+                    self._at(p, t, "schedule")
+
+    def drain(self, node: int, t: float) -> int:
+        self.cordon(node, True, t)
+        victims = [p for p in self.active_pods() if p.node == node]
+        for p in victims:
+            self.event(t, "Normal", "Evicted", "Pod", p.name, "Evicted by drain", "kubectl")
+            self._delete_pod(p, t)
+            self.mark(p.rs.deployment)
+        self.reconcile_marked(t)
+        return len(victims)
+
+
+def base_template(s: ServiceSpec) -> dict[str, Any]:
+    r = s.resources
+    return {"image": s.image, "tag": s.tag, "env": dict(sorted(s.env.items())),
+            "resources": {"cpu_request_m": r.cpu_request_m, "cpu_limit_m": r.cpu_limit_m,
+                          "mem_request_mi": r.mem_request_mi, "mem_limit_mi": r.mem_limit_mi},
+            "restarted_at": None}
+
+
+def rolling_params(d: int) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) for 25 %/25 % as the Deployment controller rounds them."""
+    surge = math.ceil(0.25 * d)
+    unavail = math.floor(0.25 * d)
+    if surge == 0 and unavail == 0:
+        unavail = 1
+    return surge, unavail

@@ -1,0 +1,331 @@
+"""Writes the twin's state into the `MetricStore`, with exactly the families of the catalogue.
+
+Two kinds of families:
+
+- *state* families (kube-state-metrics objects, limits, restarts, endpoints, nodes, quota, ``up``)
+  change only when the cluster changes. They are kept as runs of constant columns and written in
+  blocks (``flush``) - at a state change and at the end of every ``advance_to`` - so a steady tick
+  costs nothing for them. A series that disappears (a deleted pod) simply stops being written and
+  reads as stale (NaN), like a dropped target in Prometheus.
+- *flow* families (CPU and memory, mesh request counters and duration histograms, load-generator
+  counters, consumer lag) are written every tick with one vectorised assignment each.
+
+Flow families are written a block of ticks at a time (the twin batches ticks while the cluster is at
+rest): cumulative sums along the tick axis, then one 2-D assignment per family into the store's
+columns (the store grows first through ``set_n_ticks``). Row layouts are fixed at construction
+(edges, paths) or per pod.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sremarathon_env.backends.sim.traffic import bucket_cdf
+from sremarathon_env.telemetry.catalogue import CATALOGUE, LATENCY_BUCKETS_MS
+from sremarathon_env.telemetry.store import Family, MetricStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sremarathon_env.backends.sim.backend import SimBackend
+
+MI = float(2**20)
+LE_LABELS = tuple(("%g" % b) for b in LATENCY_BUCKETS_MS) + ("+Inf",)
+#: (reporter, response_code, response_flags) columns of the request counter matrix
+CODE_COLS = (("source", "200", "-"), ("source", "503", "UH"), ("source", "503", "UF"), ("source", "504", "UT"),
+             ("source", "500", "-"), ("destination", "200", "-"), ("destination", "500", "-"))
+_SRC_ONLY_PROTOCOLS = {"grpc", "http"}
+
+
+def family(store: MetricStore, name: str, suffix: str = "", extra: tuple[str, ...] = ()) -> Family:
+    d = CATALOGUE[name]
+    return store.family(name + suffix, d.labels + extra)
+
+
+class MetricWriter:
+    def __init__(self, sim: "SimBackend"):
+        self.sim = sim
+        st = sim.store
+        m = sim.m
+        ns = sim.app.namespace
+        self.ns = ns
+        self.store = st
+        # ----- mesh edges: http/grpc edges that carry traffic
+        self.mesh_edges = np.array([e for e in range(m.E) if m.edge_used[e] and m.edge_protocol[e] in _SRC_ONLY_PROTOCOLS],
+                                   dtype=np.intp)
+        self.req = family(st, "istio_requests_total")
+        self.req_cum = np.zeros((len(self.mesh_edges), len(CODE_COLS)))
+        self.req_on = np.zeros_like(self.req_cum, dtype=bool)
+        self.req_rows = np.zeros(0, dtype=np.intp)
+        self.req_flat = np.zeros(0, dtype=np.intp)
+        # the load generator has no sidecar: its edge is reported by the destination only
+        self.req_allowed = np.ones_like(self.req_on)
+        self.req_allowed[self.mesh_edges == 0, :5] = False
+        for i, e in enumerate(self.mesh_edges):
+            self._enable(i, 5)
+            if e != 0:
+                self._enable(i, 0)
+        self._rebuild_req()
+        # histograms: rows (edge, reporter, le) created contiguously now
+        self.h_bucket = family(st, "istio_request_duration_milliseconds", "_bucket", ("le",))
+        self.h_sum = family(st, "istio_request_duration_milliseconds", "_sum")
+        self.h_count = family(st, "istio_request_duration_milliseconds", "_count")
+        self.reporters = ("source", "destination")
+        for e in self.mesh_edges:
+            for r in self.reporters:
+                lv = (ns, r, m.workload(m.edges[e][0]), m.workload(m.edges[e][1]))
+                self.h_sum.row(lv)
+                self.h_count.row(lv)
+                for le in LE_LABELS:
+                    self.h_bucket.row(lv + (le,))
+        K = len(self.mesh_edges)
+        self.h_cum = np.zeros((K, 2, len(LE_LABELS)))
+        self.h_sum_cum = np.zeros((K, 2))
+        self.h_cnt_cum = np.zeros((K, 2))
+        self.src_mask = np.array([[e != 0, True] for e in self.mesh_edges], dtype=float).reshape(K, 2)
+        # load generator
+        self.lg_req = family(st, "loadgenerator_requests_total")
+        self.lg_slow = family(st, "loadgenerator_slow_requests_total")
+        self.lg_deg = family(st, "loadgenerator_degraded_requests_total")
+        for p, meth in zip(m.path_names, m.path_methods):
+            self.lg_req.row((ns, p, meth, "ok"))
+            self.lg_req.row((ns, p, meth, "failed"))
+            self.lg_slow.row((ns, p, meth))
+            self.lg_deg.row((ns, p, meth))
+        self.lg_cum = np.zeros((m.P, 2))
+        self.lg_slow_cum = np.zeros(m.P)
+        self.lg_deg_cum = np.zeros(m.P)
+        # consumer lag
+        self.lag = family(st, "kafka_consumergroup_lag")
+        for e in m.async_edges:
+            spec = m.edge_specs[e]
+            topic = spec.operations[0] if spec.operations else m.svc_names[m.edges[e][1]]
+            self.lag.row((ns, m.svc_names[m.edges[e][1]], topic))
+        # cAdvisor flows (per pod slot)
+        self.cpu = family(st, "container_cpu_usage_seconds_total")
+        self.periods = family(st, "container_cpu_cfs_periods_total")
+        self.throttled = family(st, "container_cpu_cfs_throttled_periods_total")
+        self.mem = family(st, "container_memory_working_set_bytes")
+        self.pod_rows = np.zeros(0, dtype=np.intp)   # row per slot in the cAdvisor families (same in all four)
+        self.flow_slots = np.zeros(0, dtype=np.intp)
+        self.flow_rows = np.zeros(0, dtype=np.intp)
+        self._flow_layout = -1
+        # state families
+        self._runs: dict[str, tuple[Family, np.ndarray, np.ndarray, int]] = {}
+
+    # ------------------------------------------------------------------ mesh counters layout
+    def _enable(self, i: int, col: int) -> None:
+        m = self.sim.m
+        e = self.mesh_edges[i]
+        rep, code, flags = CODE_COLS[col]
+        caller, callee = m.edges[e]
+        self.req.row((self.ns, rep, m.workload(caller), m.workload(callee),
+                      f"{m.svc_names[callee]}.{self.ns}.svc.cluster.local", code, flags))
+        self.req_on[i, col] = True
+
+    def _rebuild_req(self) -> None:
+        m = self.sim.m
+        flat, rows = [], []
+        for i, e in enumerate(self.mesh_edges):
+            caller, callee = m.edges[e]
+            for col in range(len(CODE_COLS)):
+                if self.req_on[i, col]:
+                    rep, code, flags = CODE_COLS[col]
+                    flat.append(i * len(CODE_COLS) + col)
+                    rows.append(self.req.row((self.ns, rep, m.workload(caller), m.workload(callee),
+                                              f"{m.svc_names[callee]}.{self.ns}.svc.cluster.local", code, flags)))
+        self.req_flat = np.array(flat, dtype=np.intp)
+        self.req_rows = np.array(rows, dtype=np.intp)
+
+    # ------------------------------------------------------------------ flows
+    def flow_slots_now(self) -> np.ndarray:
+        """Pod slots with cAdvisor series (scheduled, not deleted), in row order."""
+        self._flow_rows()
+        return self.flow_slots
+
+    def write_flows(self, k0: int, K: int, dt: float, out, cpu: np.ndarray, periods: np.ndarray,
+                    throttled: np.ndarray, mem: np.ndarray, running: np.ndarray, lag: np.ndarray,
+                    uh: np.ndarray) -> None:
+        """Write ticks ``k0 .. k0+K-1``; flow arrays have a leading tick axis."""
+        me = self.mesh_edges
+        cols = slice(k0, k0 + K)
+        nm = len(me)
+        # request counters by code
+        rate = out.edge_rate[:, me]
+        unreach = out.edge_unreach[:, me]
+        uh_e = uh[me]
+        app = out.edge_app[:, me]
+        reached = out.edge_reached[:, me]
+        inc = np.stack([rate - out.edge_fail[:, me], unreach * uh_e, unreach * (1.0 - uh_e), out.edge_timeout[:, me],
+                        app, reached - app, app], axis=2)
+        np.maximum(inc, 0.0, out=inc)
+        inc *= dt
+        cum = self.req_cum + np.cumsum(inc, axis=0)
+        self.req_cum = cum[-1]
+        new = (self.req_cum >= 0.5) & ~self.req_on & self.req_allowed
+        if new.any():
+            for i, col in zip(*np.nonzero(new)):
+                self._enable(int(i), int(col))
+            self._rebuild_req()
+        self.req._data[self.req_rows, cols] = cum.reshape(K, -1)[:, self.req_flat].T
+        # duration histograms (source view: every call incl. network; destination: calls that arrived)
+        lat = np.stack([out.edge_lat_src[:, me], out.edge_lat_dst[:, me]], axis=2)          # (K, nm, 2)
+        sig = np.repeat(out.edge_sigma[:, me], 2, axis=1).reshape(K, nm, 2)
+        n = np.stack([rate, reached], axis=2) * (dt * self.src_mask)                          # (K, nm, 2)
+        cdf = bucket_cdf(lat.reshape(-1), sig.reshape(-1)).reshape(K, nm, 2, -1)
+        h_inc = np.concatenate([cdf * n[..., None], n[..., None]], axis=3)
+        h = self.h_cum + np.cumsum(h_inc, axis=0)
+        self.h_cum = h[-1]
+        hs = self.h_sum_cum + np.cumsum(n * lat, axis=0)
+        self.h_sum_cum = hs[-1]
+        hc = self.h_cnt_cum + np.cumsum(n, axis=0)
+        self.h_cnt_cum = hc[-1]
+        self.h_bucket._data[: self.h_cum.size, cols] = h.reshape(K, -1).T
+        self.h_sum._data[: self.h_sum_cum.size, cols] = hs.reshape(K, -1).T
+        self.h_count._data[: self.h_cnt_cum.size, cols] = hc.reshape(K, -1).T
+        # load generator
+        req = out.path_req_rate * dt
+        failed = req * out.path_fail
+        lg = self.lg_cum + np.cumsum(np.stack([req - failed, failed], axis=2), axis=0)
+        self.lg_cum = lg[-1]
+        sl = self.lg_slow_cum + np.cumsum(req * out.path_slow * (1.0 - out.path_fail), axis=0)
+        self.lg_slow_cum = sl[-1]
+        dg = self.lg_deg_cum + np.cumsum(req * out.path_degraded, axis=0)
+        self.lg_deg_cum = dg[-1]
+        self.lg_req._data[: self.lg_cum.size, cols] = lg.reshape(K, -1).T
+        self.lg_slow._data[: len(self.lg_slow_cum), cols] = sl.T
+        self.lg_deg._data[: len(self.lg_deg_cum), cols] = dg.T
+        if lag.shape[1]:
+            self.lag._data[: lag.shape[1], cols] = lag.T
+        # cAdvisor: containers that are not running have no series at that scrape
+        r = self.flow_rows
+        if len(r):
+            gone = ~running
+            self.cpu._data[r, cols] = np.where(gone, np.nan, cpu).T
+            self.periods._data[r, cols] = np.where(gone, np.nan, periods).T
+            self.throttled._data[r, cols] = np.where(gone, np.nan, throttled).T
+            self.mem._data[r, cols] = np.where(gone, np.nan, mem * MI).T
+
+    def _flow_rows(self) -> None:
+        c = self.sim.cluster
+        if self._flow_layout == c.layout_version:
+            return
+        self._flow_layout = c.layout_version
+        slots, rows = [], []
+        for p in c.pods:
+            if p.deleted or p.node < 0:
+                continue
+            lv = (self.ns, p.name, c.svc_names[p.svc], c.nodes[p.node].name)
+            for fam in (self.cpu, self.periods, self.throttled, self.mem):
+                row = fam.row(lv)
+            slots.append(p.slot)
+            rows.append(row)
+        self.flow_slots = np.array(slots, dtype=np.intp)
+        self.flow_rows = np.array(rows, dtype=np.intp)
+
+    # ------------------------------------------------------------------ state families
+    def refresh_state(self, tick: int) -> None:
+        """The cluster changed at ``tick``: close the current runs and start new ones."""
+        self.flush(tick)
+        series: dict[str, tuple[tuple[str, ...], list]] = {}
+        for name, label_values, values in self._state_series():
+            series.setdefault(name, ([], []))
+            series[name][0].append(label_values)
+            series[name][1].append(values)
+        runs = {}
+        for name, (lvs, vals) in series.items():
+            fam = self.store.family(name, self._labels(name))
+            runs[name] = (fam, fam.rows(lvs), np.array(vals, dtype=float), tick)
+        self._runs = runs
+
+    @staticmethod
+    def _labels(name: str) -> tuple[str, ...]:
+        return CATALOGUE[name].labels
+
+    def flush(self, upto: int) -> None:
+        """Write every state run's constant values for ticks ``[start, upto)``."""
+        if upto <= 0:
+            return
+        if upto > self.store._capacity:
+            self.store.set_n_ticks(upto)
+        for name, (fam, rows, vals, start) in self._runs.items():
+            if upto > start and len(rows):
+                fam._data[rows, start:upto] = vals[:, None]
+                self._runs[name] = (fam, rows, vals, upto)
+
+    def _state_series(self):
+        sim = self.sim
+        c = sim.cluster
+        ns = self.ns
+        m = sim.m
+        ready_eff = sim.pod_ready_eff
+        for p in c.pods:
+            if p.deleted:
+                continue
+            svc = c.svc_names[p.svc]
+            node = c.nodes[p.node].name if p.node >= 0 else ""
+            host_ip = sim.node_ip(p.node) if p.node >= 0 else ""
+            rs = p.rs.name
+            yield "kube_pod_info", (ns, p.name, node, "ReplicaSet", rs, host_ip), 1.0
+            yield "kube_pod_owner", (ns, p.name, "ReplicaSet", rs), 1.0
+            yield "kube_pod_labels", (ns, p.name, svc), 1.0
+            for ph in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+                yield "kube_pod_status_phase", (ns, p.name, ph), float(p.phase == ph)
+            rdy = bool(ready_eff[p.slot])
+            unknown = p.node_lost
+            for cond, v in (("true", rdy and not unknown), ("false", not rdy and not unknown), ("unknown", unknown)):
+                yield "kube_pod_status_ready", (ns, p.name, cond), float(v)
+            yield "kube_pod_container_status_ready", (ns, p.name, svc), float(rdy)
+            yield "kube_pod_container_status_running", (ns, p.name, svc), float(p.cstate == "running")
+            yield "kube_pod_container_status_waiting", (ns, p.name, svc), float(p.cstate == "waiting")
+            if p.cstate == "waiting" and p.reason:
+                yield "kube_pod_container_status_waiting_reason", (ns, p.name, svc, p.reason), 1.0
+            yield "kube_pod_container_status_restarts_total", (ns, p.name, svc), float(p.restarts)
+            if p.last_reason:
+                yield "kube_pod_container_status_last_terminated_reason", (ns, p.name, svc, p.last_reason), 1.0
+            if p.node >= 0:
+                res = p.rs.template["resources"]
+                for key, fam_name, resource, unit, scale in (
+                        ("cpu_request_m", "kube_pod_container_resource_requests", "cpu", "core", 1e-3),
+                        ("mem_request_mi", "kube_pod_container_resource_requests", "memory", "byte", MI),
+                        ("cpu_limit_m", "kube_pod_container_resource_limits", "cpu", "core", 1e-3),
+                        ("mem_limit_mi", "kube_pod_container_resource_limits", "memory", "byte", MI)):
+                    if res.get(key):
+                        yield fam_name, (ns, p.name, svc, node, resource, unit), res[key] * scale
+                yield "container_oom_events_total", (ns, p.name, svc, node), float(sim.pod_ooms.get(p.slot, 0))
+            yield "up", ("kubernetes-pods", ns, p.name, svc), float(p.cstate == "running" and not p.node_lost)
+        for dep in c.deployments.values():
+            d = dep.name
+            live = dep.live_pods()
+            avail = sum(1 for p in live if ready_eff[p.slot])
+            yield "kube_deployment_spec_replicas", (ns, d), float(dep.replicas)
+            yield "kube_deployment_status_replicas", (ns, d), float(len(live))
+            yield "kube_deployment_status_replicas_available", (ns, d), float(avail)
+            yield "kube_deployment_status_replicas_unavailable", (ns, d), float(max(0, dep.replicas - avail) if live or dep.replicas else 0)
+            yield "kube_deployment_status_replicas_updated", (ns, d), float(len(dep.current.pods))
+            conds = sim.deployment_conditions(dep)
+            for cond in ("Available", "Progressing"):
+                st = conds[cond][0]
+                for s in ("true", "false", "unknown"):
+                    yield "kube_deployment_status_condition", (ns, d, cond, s), float(st.lower() == s)
+            yield "kube_deployment_metadata_generation", (ns, d), float(dep.generation)
+            yield "kube_deployment_status_observed_generation", (ns, d), float(dep.observed_generation)
+            for rs in dep.rss:
+                yield "kube_replicaset_status_ready_replicas", (ns, rs.name), float(sum(1 for p in rs.pods if ready_eff[p.slot]))
+            eps = sim.endpoints_of(dep.svc)
+            yield "kube_endpoint_address_available", (ns, d), float(len(eps[0]))
+            yield "kube_endpoint_address_not_ready", (ns, d), float(len(eps[1]))
+        for n in c.nodes:
+            ready = "true" if n.ready else "unknown"
+            for cond in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"):
+                val = ready if cond == "Ready" else ("false" if n.ready else "unknown")
+                for s in ("true", "false", "unknown"):
+                    yield "kube_node_status_condition", (n.name, cond, s), float(val == s)
+            yield "kube_node_spec_unschedulable", (n.name,), float(n.cordoned)
+            yield "kube_node_labels", (n.name, n.zone), 1.0
+            yield "kube_node_status_allocatable", (n.name, "cpu", "core"), n.cpu_m / 1000.0
+            yield "kube_node_status_allocatable", (n.name, "memory", "byte"), n.mem_mi * MI
+        used = sim.quota_used()
+        for res, hard in c.quota_hard.items():
+            yield "kube_resourcequota", (ns, f"{ns}-quota", res, "hard"), hard
+            yield "kube_resourcequota", (ns, f"{ns}-quota", res, "used"), used[res]

@@ -1,0 +1,213 @@
+"""Per-tick traffic: request rates, latency, errors and degradation over the compiled call trees.
+
+All arrays, no per-request objects. One call of ``step`` costs a few dozen numpy operations:
+
+1. node rates = task rate of its path x calls per task; service and edge rates by ``bincount``;
+2. utilisation per service = CPU demand / (ready replicas x CPU limit) gives an M/M/1-style queueing
+   factor (capped) for the service time, and past saturation a shed (timeout) error share;
+3. per-call latency = own time + network (zone mix of the edge, netem delay); subtree latency
+   ``A_lat @ x``, with deadline edges truncating (a lognormal's expected overshoot is removed and the
+   overshooting share becomes an error on that edge);
+4. errors: unreachable (no endpoints, refused, no such host), application (effects, shed, failed
+   ``fail`` children via ``A_fail``), timeouts; degradation of entry requests via ``B_deg``.
+
+>>> from apps import load_app
+>>> from sremarathon_env.backends.sim.model import CompiledApp
+>>> m = CompiledApp(load_app("online-boutique"))
+>>> tm = TrafficModel(m)
+>>> inp = tm.healthy_inputs()
+>>> out = tm.step(np.full((1, m.P), 0.3), inp)
+>>> bool(out.path_fail.max() < 0.01), bool(5 < out.path_p95.max() < 2500)
+(True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sremarathon_env.backends.sim.model import CompiledApp
+from sremarathon_env.backends.sim.util import norm_cdf
+from sremarathon_env.telemetry.catalogue import LATENCY_BUCKETS_MS
+
+SLOW_MS = 2500.0
+BASE_SIGMA = 0.45
+Z95 = 1.6448536269514722
+LOG_BUCKETS = np.log(np.array(LATENCY_BUCKETS_MS, dtype=float))
+EPS = 1e-12
+
+
+@dataclass
+class TickInputs:
+    """What the cluster and the effects say for this tick (arrays rebuilt only when they change)."""
+
+    ready: np.ndarray          # (S,) ready endpoints per service
+    capacity: np.ndarray       # (S,) CPU cores available to serve (ready pods x limit)
+    burn: np.ndarray           # (S,) extra CPU demand in cores (cpu_burn effects, whole service)
+    lat_add: np.ndarray        # (N,) ms added to each call (latency effects, knobs)
+    e_app: np.ndarray          # (N,) application error ratio of each call (effects, wrong target)
+    e_unreach: np.ndarray      # (N,) share of calls that cannot reach the callee (edge faults, addresses)
+    net_ms: np.ndarray         # (N,) network latency of each call (zone mix + netem)
+    no_endpoints: np.ndarray   # (S,) bool: Service selects nothing
+
+    def __post_init__(self) -> None:
+        self._x_fixed = None
+
+
+@dataclass
+class TickOutputs:
+    node_rate: np.ndarray      # every field has a leading tick axis (K, ...)
+    node_lat: np.ndarray       # mean latency of one call incl. subtree (source view)
+    node_fail: np.ndarray      # share of calls that fail (as seen by the caller)
+    node_unreach: np.ndarray   # share failing before reaching the callee
+    node_timeout: np.ndarray   # share failing by caller deadline
+    node_sigma: np.ndarray
+    svc_rate: np.ndarray
+    svc_rho: np.ndarray
+    svc_demand: np.ndarray     # cores
+    path_req_rate: np.ndarray  # entry HTTP requests/s per path
+    path_fail: np.ndarray
+    path_degraded: np.ndarray
+    path_slow: np.ndarray
+    path_mean: np.ndarray      # ms per entry request
+    path_p50: np.ndarray
+    path_p95: np.ndarray
+    edge_rate: np.ndarray      # (E,) calls/s (source side)
+    edge_reached: np.ndarray   # (E,) calls/s reaching the destination
+    edge_fail: np.ndarray      # (E,) failed calls/s as the source sees them
+    edge_unreach: np.ndarray
+    edge_timeout: np.ndarray
+    edge_app: np.ndarray       # app errors/s (destination answers 5xx)
+    edge_lat_src: np.ndarray   # mean ms per call, source view
+    edge_lat_dst: np.ndarray   # mean ms per call, destination view (no network)
+    edge_sigma: np.ndarray
+
+
+class TrafficModel:
+    """Vectorised over ticks too: ``task_rate`` is (K, P) for K ticks with the same inputs."""
+
+    def __init__(self, m: CompiledApp):
+        self.m = m
+        self._w_root = np.where(m.node_is_root, m.node_mult, 1.0)  # per-request normaliser of root rows
+        self._dl = m.deadline_nodes
+        self._dl_k = np.log(m.node_deadline[self._dl]) if len(self._dl) else np.zeros(0)
+        self._dl_K = np.exp(self._dl_k)
+        self._A_lat_T = np.ascontiguousarray(m.A_lat.T)
+        self._A_fail_T = np.ascontiguousarray(m.A_fail.T)
+        self._B_deg_T = np.ascontiguousarray(m.B_deg.T)
+        self._A_dl_T = np.ascontiguousarray(m.A_lat_dl.T)
+        self._M_svc = np.zeros((m.N, m.S))
+        self._M_svc[np.arange(m.N), m.node_svc] = 1.0
+        self._M_edge = np.zeros((m.N, m.E))
+        self._M_edge[np.arange(m.N), m.node_edge] = 1.0
+        self._log_slow = np.log(SLOW_MS)
+        self._root_rpt = m.path_rpt
+        self._cpu_s = m.cpu_ms_per_call * 1e-3
+
+    def healthy_inputs(self, ready: np.ndarray | None = None, cpu_limit_cores: np.ndarray | None = None) -> TickInputs:
+        m = self.m
+        ready = np.array([s.replicas for s in m.app.services], dtype=float) if ready is None else ready
+        if cpu_limit_cores is None:
+            cpu_limit_cores = np.array([(s.resources.cpu_limit_m or 1000) / 1000.0 for s in m.app.services])
+        net = np.full(m.N, m.app.topology.intra_zone_latency_ms)
+        net[m.node_is_root] = 0.0
+        return TickInputs(ready, ready * cpu_limit_cores, np.zeros(m.S), np.zeros(m.N), np.zeros(m.N),
+                          np.zeros(m.N), net, np.zeros(m.S, dtype=bool))
+
+    def prepare(self, inp: TickInputs) -> None:
+        """Precompute the tick-invariant parts of ``inp`` (call when the inputs change)."""
+        m = self.m
+        unreach = np.maximum(inp.e_unreach, ((inp.ready[m.node_svc] <= 0) | inp.no_endpoints[m.node_svc]).astype(float))
+        inp._unreach = unreach
+        inp._reach = 1.0 - unreach
+        inp._base_ms = m.service_ms[m.node_svc]
+        inp._x_fixed = ((inp.lat_add + inp.net_ms) * inp._reach + unreach) * self._w_root
+        inp._x_q = inp._base_ms * inp._reach * self._w_root
+        inp._cap = np.where(inp.capacity > 0, inp.capacity, EPS)
+        inp._has_cap = inp.capacity > 0
+        inp._e_app = np.minimum(inp.e_app + m.intrinsic_error[m.node_svc], 1.0)
+        inp._log_reach_app = np.log(np.maximum(inp._reach * (1.0 - inp._e_app), EPS))
+
+    def step(self, task_rate: np.ndarray, inp: TickInputs) -> TickOutputs:
+        m = self.m
+        if inp._x_fixed is None:
+            self.prepare(inp)
+        task_rate = np.atleast_2d(task_rate)
+        node_rate = task_rate[:, m.node_path] * m.node_mult
+        svc_rate = node_rate @ self._M_svc
+        demand = svc_rate * self._cpu_s + inp.burn
+        rho = np.where(inp._has_cap, demand / inp._cap, np.inf)
+        rc = np.minimum(rho, 0.95)
+        q = np.where(rho < 0.95, 1.0 / (1.0 - rc), 20.0 * np.minimum(rho, 50.0))
+        rho1 = np.minimum(rho, 1.0)
+        sig_svc = BASE_SIGMA + 0.4 * rho1 * rho1
+        x = inp._x_fixed + q[:, m.node_svc] * inp._x_q
+        lat = x @ self._A_lat_T
+        sigma = sig_svc[:, m.node_svc]
+        K = task_rate.shape[0]
+        unreach = inp._unreach
+        logv = np.broadcast_to(inp._log_reach_app, (K, m.N)).copy()
+        shed_any = rho > 1.0
+        if shed_any.any():
+            shed = np.where(shed_any, 1.0 - 1.0 / np.maximum(rho, 1.0), 0.0)
+            logv += np.log(np.maximum(1.0 - shed[:, m.node_svc], EPS))
+        timeout = np.zeros((K, m.N))
+        if len(self._dl):
+            dl = self._dl
+            mean = lat[:, dl]
+            s = sigma[:, dl]
+            mu = np.log(np.maximum(mean, EPS)) - 0.5 * s * s
+            p_over = norm_cdf((mu - self._dl_k) / s)
+            overshoot = mean * norm_cdf((mu + s * s - self._dl_k) / s) - self._dl_K * p_over
+            lat -= np.maximum(overshoot, 0.0) @ self._A_dl_T
+            t_dl = p_over * inp._reach[dl]
+            timeout[:, dl] = t_dl
+            logv[:, dl] += np.log(np.maximum(1.0 - t_dl, EPS))
+        fail = 1.0 - np.exp(logv @ self._A_fail_T)
+        deg_ok = np.exp(np.log(np.maximum(1.0 - fail, EPS)) @ self._B_deg_T)
+        P = m.P
+        path_fail = fail[:, :P]
+        path_degraded = (1.0 - path_fail) * (1.0 - deg_ok)
+        per_req = lat[:, :P] / self._root_rpt
+        lat[:, :P] = per_req
+        s_root = sigma[:, :P]
+        med = per_req * np.exp(-0.5 * s_root * s_root)
+        path_slow = 1.0 - norm_cdf((self._log_slow - np.log(np.maximum(med, EPS))) / s_root)
+        path_p95 = med * np.exp(Z95 * s_root)
+        # edges
+        Me = self._M_edge
+        u_calls = node_rate * unreach
+        f_calls = node_rate * fail
+        t_calls = node_rate * timeout
+        reached_n = node_rate - u_calls
+        stacked = np.concatenate([node_rate, u_calls, t_calls, f_calls, node_rate * lat,
+                                  reached_n * np.maximum(lat - inp.net_ms, 0.05), reached_n, node_rate * sigma], axis=1)
+        agg = stacked.reshape(K * 8, m.N) @ Me
+        agg = agg.reshape(K, 8, m.E)
+        edge_rate, edge_unreach, edge_timeout, edge_fail = agg[:, 0], agg[:, 1], agg[:, 2], agg[:, 3]
+        inv = 1.0 / np.maximum(edge_rate, EPS)
+        edge_lat_src = agg[:, 4] * inv
+        edge_lat_dst = agg[:, 5] / np.maximum(agg[:, 6], EPS)
+        edge_sigma = np.where(edge_rate > 0, agg[:, 7] * inv, BASE_SIGMA)
+        edge_app = np.maximum(edge_fail - edge_unreach - edge_timeout, 0.0)
+        return TickOutputs(node_rate, lat, fail, np.broadcast_to(unreach, (K, m.N)), timeout, sigma, svc_rate, rho,
+                           demand, task_rate * self._root_rpt, path_fail, path_degraded, path_slow, per_req, med,
+                           path_p95, edge_rate, edge_rate - edge_unreach, edge_fail, edge_unreach, edge_timeout,
+                           edge_app, edge_lat_src, edge_lat_dst, edge_sigma)
+
+
+def take(out: TickOutputs, k: int) -> TickOutputs:
+    """The outputs of the first ``k`` ticks of a batch."""
+    return TickOutputs(*(getattr(out, f)[:k] for f in out.__dataclass_fields__))
+
+
+def last(out: TickOutputs) -> TickOutputs:
+    """The last tick of a batch, without the tick axis."""
+    return TickOutputs(*(getattr(out, f)[-1] for f in out.__dataclass_fields__))
+
+
+def bucket_cdf(mean_ms: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """(len(mean), len(buckets)) lognormal CDF at each finite bucket bound, for a given mean."""
+    mu = np.log(np.maximum(mean_ms, EPS)) - 0.5 * sigma * sigma
+    return norm_cdf((LOG_BUCKETS[None, :] - mu[:, None]) / sigma[:, None])

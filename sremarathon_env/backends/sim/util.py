@@ -1,0 +1,82 @@
+"""Small deterministic helpers for the twin: seeded generators, k8s-style names, time, math.
+
+>>> rng = child_rng(7, "pods", "frontend")
+>>> int(rng.integers(0, 100)) == int(child_rng(7, "pods", "frontend").integers(0, 100))
+True
+>>> iso(90.0)
+'2026-01-01T00:01:30Z'
+>>> round(float(norm_cdf(np.array([0.0]))[0]), 6)
+0.5
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+
+#: The alphabet Kubernetes uses for generated name suffixes (no vowels, no confusable digits).
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+#: Sim time 0 rendered as an ISO timestamp (objects and events show wall-like times).
+EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def key_ints(*keys: object) -> list[int]:
+    """Stable 32-bit words from arbitrary keys (strings hashed with sha256, never Python's hash())."""
+    h = hashlib.sha256("\x1f".join(str(k) for k in keys).encode()).digest()
+    return [int.from_bytes(h[i:i + 4], "little") for i in range(0, 16, 4)]
+
+
+def child_rng(seed: int, *keys: object) -> np.random.Generator:
+    """A generator derived from the run seed and a path of names; independent per key path."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *key_ints(*keys)])))
+
+
+def suffix(seed: int, *keys: object, n: int = 5) -> str:
+    """``n`` name characters drawn deterministically from the seed and the keys."""
+    h = hashlib.sha256(("%d\x1f" % seed + "\x1f".join(str(k) for k in keys)).encode()).digest()
+    return "".join(NAME_ALPHABET[b % len(NAME_ALPHABET)] for b in h[:n])
+
+
+def template_hash(template: dict) -> str:
+    """A 10-character pod-template hash (as in a ReplicaSet name) of a JSON-able template."""
+    h = hashlib.sha256(json.dumps(template, sort_keys=True, separators=(",", ":")).encode()).digest()
+    return "".join(NAME_ALPHABET[b % len(NAME_ALPHABET)] for b in h[:10])
+
+
+def iso(t: float) -> str:
+    """Sim seconds as an ISO-8601 UTC timestamp (second resolution, like the Kubernetes API)."""
+    return (EPOCH + timedelta(seconds=int(np.floor(t)))).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso_ms(t: float) -> str:
+    return (EPOCH + timedelta(milliseconds=int(np.floor(t * 1000)))).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def norm_cdf(x: np.ndarray) -> np.ndarray:
+    """Standard normal CDF, vectorised (Abramowitz-Stegun 7.1.26 erf; |error| < 1.5e-7)."""
+    z = np.abs(x) * 0.7071067811865476
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-z * z)
+    return 0.5 * (1.0 + np.sign(x) * erf)
+
+
+def parse_go_duration(text: str) -> float | None:
+    """Milliseconds of a Go duration string ('5.5s', '300ms', '1m30s'); '' -> 0; invalid -> None."""
+    import re
+
+    text = text.strip()
+    if text == "" or text == "0":
+        return 0.0
+    units = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60000.0, "h": 3600000.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
+    if not parts or "".join(a + b for a, b in parts) != text:
+        return None
+    return float(sum(float(a) * units[b] for a, b in parts))
+
+
+def canonical(obj: object) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
