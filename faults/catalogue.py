@@ -203,15 +203,19 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                          else Probe(kind="service_p95_ms_max", service=s, threshold=P["p95_threshold"]))
                 g.add(tpl, f"{s}-cpu-stress", target=s, culprits=[s], artifact=_pod_artifact(s, "cpu-stress"),
                       scope=scope, probe=probe,
-                      repairs=restart, description=desc(target=s),
-                      realisation=Realisation(kind="effects", effects=[Effect(kind="cpu_burn", service=s, millicores=mc)]))
+                      repairs=restart + ([RepairOption(tool="set_resources", args={
+                          "service": s, "cpu_limit_m": int(res.cpu_limit_m * (P["limit_factor"] + 2))})]
+                          if res.cpu_limit_m else []), description=desc(target=s),
+                      realisation=Realisation(kind="effects", effects=[Effect(kind="cpu_burn", service=s, millicores=mc, until_restart=True)]))
             elif t == "memory-oom":
                 mi = float((res.mem_limit_mi or 2048) * P["limit_factor"])
                 g.add(tpl, f"{s}-memory-oom", target=s, culprits=[s], artifact=_pod_artifact(s, "memory-stress"),
                       scope=scope, probe=Probe(kind="restarts_stable", service=s, threshold=1),
-                      repairs=restart, description=desc(target=s),
+                      repairs=restart + [RepairOption(tool="set_resources", args={
+                          "service": s, "mem_limit_mi": int(mi + (res.mem_limit_mi or 2048))})],
+                      description=desc(target=s),
                       realisation=Realisation(kind="effects", effects=[Effect(
-                          kind="memory_hog", service=s, mi=mi, log_signature="OOMKilled")]))
+                          kind="memory_hog", service=s, mi=mi, log_signature="OOMKilled", until_restart=True)]))
             elif t == "low-memory-limit":
                 lim = max(4, int(spec.behaviour.mem_base_mi * P["limit_fraction"]))
                 orig = res.mem_limit_mi
@@ -240,18 +244,19 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                 g.add(tpl, f"{s}-pod-latency", target=s, culprits=[s], artifact=_pod_artifact(s, "network-delay"),
                       scope=scope, probe=Probe(kind="service_p95_ms_max", service=s, threshold=P["probe_threshold"]),
                       repairs=restart, description=desc(target=s),
-                      realisation=Realisation(kind="effects", effects=[Effect(kind="latency", service=s, ms=float(P["ms"]))]))
+                      realisation=Realisation(kind="effects", effects=[Effect(kind="latency", service=s, ms=float(P["ms"]), until_restart=True)]))
             elif t == "pod-failure":
                 g.add(tpl, f"{s}-pod-failure", target=s, culprits=[s], artifact=_pod_artifact(s, "pod-failure"),
                       scope=scope, probe=Probe(kind="service_ready_min", service=s, threshold=max(1, spec.replicas)),
                       repairs=restart, description=desc(target=s),
-                      realisation=Realisation(kind="effects", effects=[Effect(kind="not_ready", service=s)]))
+                      realisation=Realisation(kind="effects", effects=[Effect(kind="not_ready", service=s, until_restart=True)]))
             elif t == "http-abort":
                 g.add(tpl, f"{s}-http-abort", target=s, culprits=[s], artifact=_pod_artifact(s, "http-abort"),
                       scope=scope, probe=Probe(kind="service_error_ratio_max", service=s, threshold=P["probe_threshold"]),
                       repairs=restart, description=desc(target=s),
                       realisation=Realisation(kind="effects", effects=[Effect(
-                          kind="error_rate", service=s, rate=float(P["rate"]), log_signature="injected abort: 503")]))
+                          kind="error_rate", service=s, rate=float(P["rate"]), log_signature="injected abort: 503",
+                          until_restart=True)]))
             elif t == "scale-zero":
                 if spec.replicas < 1:
                     continue
@@ -262,14 +267,14 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                       repairs=[RepairOption(tool="scale", args={"service": s, "replicas": spec.replicas})],
                       description=desc(target=s), realisation=Realisation(kind="scale", service=s, replicas=0))
             elif t == "bad-image":
-                bad = f"{spec.tag}-hotfix1"
+                bad = spec.tag.replace(".", ",", 1) if "." in spec.tag else f"{spec.tag}_latest"  # a typo
                 g.add(tpl, f"{s}-bad-image", target=s, culprits=[s],
                       artifact=Artifact(kind="image_tag", canonical=f"{s}:{bad}",
                                         aliases=[bad, f"{spec.image}:{bad}", f"{s}:image", f"deployment/{s}:image"]),
                       scope=[s], probe=Probe(kind="rollout_ok", service=s, within_ticks=4),
                       repairs=[RepairOption(tool="rollback", args={"service": s})], description=desc(target=s),
                       realisation=Realisation(kind="deploy", service=s, image_tag=bad,
-                                              message=f"{s}: release {bad}", author=_dev(s, t)))
+                                              message=f"{s}: release {spec.tag} (hotfix build)", author=_dev(s, t)))
         return
 
     if tpl["over"] == "datastore":
@@ -280,13 +285,14 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                            aliases=[d, f"statefulset/{d}", f"deployment/{d}", f"pod/{d}"])
             if t == "datastore-down":
                 probe = Probe(kind="service_ready_min", service=d, threshold=1)
-                eff = Effect(kind="not_ready", service=d)
+                eff = Effect(kind="not_ready", service=d, until_restart=True)
             elif t == "datastore-slow-io":
                 probe = Probe(kind="service_p95_ms_max", service=d, threshold=P["probe_threshold"])
-                eff = Effect(kind="latency", service=d, ms=float(P["ms"]))
+                eff = Effect(kind="latency", service=d, ms=float(P["ms"]), until_restart=True)
             else:
                 probe = Probe(kind="service_error_ratio_max", service=d, threshold=P["probe_threshold"])
-                eff = Effect(kind="error_rate", service=d, rate=float(P["rate"]), log_signature="NOAUTH Authentication required")
+                eff = Effect(kind="error_rate", service=d, rate=float(P["rate"]), log_signature="NOAUTH Authentication required",
+                             until_restart=True)
             g.add(tpl, f"{d}-{t.removeprefix('datastore-')}", target=d, culprits=[d], artifact=art, scope=scope,
                   probe=probe, repairs=restart, description=desc(target=d),
                   realisation=Realisation(kind="effects", effects=[eff]))
@@ -418,11 +424,11 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
             c, d = e.caller, e.callee
             art = Artifact(kind="network", canonical=f"{c}->{d}", aliases=[f"{c}-{d}", f"{c} -> {d}", f"networkchaos/{c}-{d}"])
             if t == "edge-delay":
-                eff = Effect(kind="edge_latency", caller=c, callee=d, ms=float(P["ms"]))
+                eff = Effect(kind="edge_latency", caller=c, callee=d, ms=float(P["ms"]), until_restart=True)
                 probe = Probe(kind="edge_p95_ms_max", caller=c, callee=d, threshold=P["probe_threshold"])
             else:
                 eff = Effect(kind="edge_error", caller=c, callee=d, rate=float(P["rate"]),
-                             log_signature="connection timed out")
+                             log_signature="connection timed out", until_restart=True)
                 probe = Probe(kind="edge_error_ratio_max", caller=c, callee=d, threshold=P["probe_threshold"])
             tpl_e = {**tpl, "category": "dependency"} if app.service(d).role in ("datastore", "broker") else tpl
             g.add(tpl_e, f"{c}-{d}-{t.removeprefix('edge-')}", target=c, culprits=[c, d], artifact=art,

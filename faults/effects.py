@@ -82,6 +82,10 @@ class Effect(BaseModel):
     log_signature: str = Field(default="", description="a line the service logs while the effect is active")
     marker: Marker | None = None
     bind: Literal["direct", "revision", "flag"] = "direct"
+    until_restart: bool = Field(default=False, description=(
+        "direct effects injected into the running containers of `service` (a stress process, netem in the "
+        "pod's network namespace, a pause container): replacing the pods (rollout restart, pod deletion) "
+        "ends them. For edge effects the containers are the caller's."))
     flag: str | None = None
     variant: str | None = None
 
