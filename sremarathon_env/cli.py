@@ -15,6 +15,7 @@ import sys
 SUBCOMMAND_MODULES = [
     "sremarathon_env.bench",
     "sremarathon_env.cli_faults",
+    "sremarathon_env.cli_bundle",
 ]
 
 
