@@ -16,3 +16,8 @@ def rec():
 @pytest.fixture
 def rt(rec):
     return ToolRuntime(ToolContext(backend=rec, app=OB, alerts=History(ALERTS), now=360.0))
+
+
+@pytest.fixture
+def fuzz_runtime():
+    return ToolRuntime(ToolContext(backend=Recorder(), app=OB, alerts=History(ALERTS), now=0.0))
