@@ -15,6 +15,7 @@ True
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 from typing import Any
 
@@ -40,8 +41,11 @@ def sha256_hex(text: str) -> str:
 
 
 def _envelope(data_json: str, kind: str, prev: str, seq: int, t: float) -> tuple[str, str]:
-    kind_json = dumps(kind)
-    t_json = dumps(float(t))
+    kind_json = f'"{kind}"' if kind.isidentifier() and kind.isascii() else dumps(kind)
+    t = float(t)
+    if not math.isfinite(t):
+        raise CanonicalError(f"not canonical JSON: t={t!r}")
+    t_json = float.__repr__(t)  # what the JSON encoder writes for a finite float
     body = f'{{"data":{data_json},"kind":{kind_json},"prev":"{prev}","seq":{seq},"t":{t_json}}}'
     h = sha256_hex(body)
     line = f'{{"data":{data_json},"hash":"{h}","kind":{kind_json},"prev":"{prev}","seq":{seq},"t":{t_json}}}'
