@@ -100,6 +100,7 @@ class Pod:
     deleted: bool = False
     plan: CrashPlan | None = None
     deletion_t: float = math.nan
+    lifecycle_seen: bool = False       # a bootstrap pod that has since stopped or restarted
 
     @property
     def available(self) -> bool:
@@ -353,6 +354,7 @@ class Cluster:
         if pod.cstate == "running":
             self.event(t, "Normal", reason, "Pod", pod.name, message or f"Stopping container {self.svc_names[pod.svc]}")
             self.lifecycle.append((t, pod.svc, pod.name, "stop", ""))
+            pod.lifecycle_seen = True
         self._sync(pod)
         self.layout_version += 1
 
@@ -456,6 +458,7 @@ class Cluster:
             self.event(t, "Warning", "Unhealthy", "Pod", pod.name, "Liveness probe failed: connection refused")
             self.event(t, "Normal", "Killing", "Pod", pod.name, f"Container {svc} failed liveness probe, will be restarted")
         self.lifecycle.append((t, pod.svc, pod.name, "exit", (reason, exit_code, log)))
+        pod.lifecycle_seen = True
         pod.backoff_s = BACKOFF_START_S if (pod.backoff_s == 0 or ran >= BACKOFF_RESET_S) else min(BACKOFF_MAX_S, pod.backoff_s * 2)
         self.event(t, "Warning", "BackOff", "Pod", pod.name, f"Back-off restarting failed container {svc} in pod {pod.name}")
         self._at(pod, t + pod.backoff_s, "restart")
