@@ -290,11 +290,11 @@ class Marathon:
                 self._append("alert", tt, {"t": tt, "alertname": tr.alertname, "labels": dict(tr.labels),
                                            "fingerprint": tr.fingerprint, "state": tr.state,
                                            "severity": dict(tr.labels).get("severity")})
-        for tt in sorted(by_t):  # transitions at times without a tick record (should not happen)
+        for tt in sorted(by_t):  # transitions at times without a tick record (not expected): keep order
             for tr in by_t[tt]:
-                self._append("alert", max(tt, self.now), {"t": tt, "alertname": tr.alertname,
-                                                          "labels": dict(tr.labels), "fingerprint": tr.fingerprint,
-                                                          "state": tr.state})
+                rt = max(tt, self.now)
+                self._append("alert", rt, {"t": rt, "alertname": tr.alertname, "labels": dict(tr.labels),
+                                           "fingerprint": tr.fingerprint, "state": tr.state})
 
     def _begin_invocation(self) -> None:
         self.invocation_index += 1
