@@ -1,11 +1,15 @@
-"""PromQL engine over the twin's metric store, the alert rule pack and alert state.
+"""PromQL engine over the twin's metric store, the frozen alert rule pack and alert state.
 
->>> from sremarathon_env.alerts import PromQLEngine, QueryError, Limits
->>> QueryError("bad_data", "x").kind
-'bad_data'
+>>> from sremarathon_env.alerts import load_rule_pack
+>>> pack = load_rule_pack()
+>>> pack.version
+'1.0.0'
 """
 
 from .engine import PromQLEngine
 from .limits import Limits, QueryError
+from .rulepack import Rule, RulePack, load_rule_pack
+from .state import AlertEngine, AlertTransition, fingerprint
 
-__all__ = ["PromQLEngine", "QueryError", "Limits"]
+__all__ = ["PromQLEngine", "QueryError", "Limits", "Rule", "RulePack", "load_rule_pack", "AlertEngine",
+           "AlertTransition", "fingerprint"]

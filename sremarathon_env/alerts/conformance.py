@@ -172,3 +172,28 @@ def run_promtool(path: Path, n_cases: int, timeout_s: float = 300) -> PromtoolRe
     if proc.returncode != 0 and not failures:
         failures = [out.strip()[-2000:]]
     return PromtoolReport(proc.returncode == 0, n_cases, failures, out)
+
+
+_BLOCK = re.compile(r"(?ms)^\s+expr: (.*?), time: (\S+?),\s*\n\s+exp: (.*?)\n\s+got: (.*?)$")
+_ITEM = re.compile(r'((?:[A-Za-z_:][\w:]*)?\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}) (\S+?)(?:, |$)')
+
+
+def _items(text: str) -> list[tuple[str, float]]:
+    return sorted((lb, float(v.replace("Inf", "inf"))) for lb, v in _ITEM.findall(text.strip()))
+
+
+def classify_expr_failures(output: str, rel_tol: float = 1e-9) -> tuple[list[str], list[str]]:
+    """Split promtool's expression failures into (reordering-only, real).
+
+    promtool 2.42 loads series in Go-map order, so an aggregation over more than two series adds its
+    floats in an order that changes from run to run and its last bits vary; a failure whose label
+    sets are identical and whose values differ by at most ``rel_tol`` is such a case. Everything
+    else (missing or extra series, other labels, larger differences) is a real disagreement.
+    """
+    reorder, real = [], []
+    for expr, t, exp, got in _BLOCK.findall(output):
+        e, g = _items(exp), _items(got)
+        same = len(e) == len(g) and all(
+            le == lg and (ve == vg or abs(ve - vg) <= rel_tol * max(abs(ve), abs(vg))) for (le, ve), (lg, vg) in zip(e, g))
+        (reorder if same else real).append(f"{expr} @ {t}")
+    return reorder, real

@@ -32,4 +32,5 @@ def test_expressions_agree_with_promtool(tmp_path, gaps):
     path = tmp_path / "exprs.yml"
     write_test_file(path, batch, [])
     report = run_promtool(path, batch.n_cases)
+    print(f"synthetic conformance ({'gaps' if gaps else 'staleness'}): {batch.n_cases} cases, promtool ok={report.ok}")
     assert report.ok, f"{len(report.failures)} of {batch.n_cases} cases disagree:\n" + report.output[-6000:]

@@ -1,0 +1,201 @@
+"""Alert state over the rule pack, with Prometheus's semantics.
+
+Every rule is evaluated at every group-interval tick up to the requested time; all ticks not yet
+evaluated are computed in one vectorised pass per rule (equal sub-expressions shared between rules).
+A label set is pending from the first tick its expression returns it, firing once it has been
+active for the rule's ``for`` duration, and resolved when it disappears after firing (a pending
+alert that disappears is dropped: transition ``inactive``). One alert per (rule, label set), with a
+stable fingerprint.
+
+>>> from sremarathon_env.telemetry.store import MetricStore
+>>> import numpy as np
+>>> store = MetricStore(step_s=15.0)
+>>> fam = store.family("kube_node_status_condition", ("node", "condition", "status"))
+>>> rows = fam.rows([("n1", "Ready", "true")])
+>>> for k in range(20):
+...     store.write(fam, rows, k, np.array([0.0 if 4 <= k < 12 else 1.0]))
+>>> eng = AlertEngine(load_rule_pack(), store)
+>>> [(t.t, t.state) for t in eng.evaluate_until(285.0) if t.alertname == "NodeNotReady"]
+[(60.0, 'pending'), (120.0, 'firing'), (180.0, 'resolved')]
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..telemetry.store import MetricStore
+from .engine import PromQLEngine
+from .limits import Limits, QueryError
+from .rulepack import RulePack, load_rule_pack
+from .values import Vec
+
+
+def fingerprint(labels: dict[str, str]) -> str:
+    """Stable hex digest of the sorted label set (alertname included)."""
+    h = hashlib.sha256()
+    for k in sorted(labels):
+        h.update(k.encode())
+        h.update(b"\xff")
+        h.update(labels[k].encode())
+        h.update(b"\xfe")
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class AlertTransition:
+    t: float
+    alertname: str
+    labels: dict
+    fingerprint: str
+    state: str  # pending | firing | resolved | inactive (a pending alert that cleared)
+    value: float
+
+    def to_dict(self) -> dict:
+        return {"t": self.t, "alertname": self.alertname, "labels": dict(sorted(self.labels.items())),
+                "fingerprint": self.fingerprint, "state": self.state, "value": self.value}
+
+
+@dataclass
+class _Alert:
+    rule: int
+    labels: dict
+    fingerprint: str
+    state: str
+    active_at_ms: int
+    value: float
+    annotations: dict
+    first_pending_ms: int
+    first_firing_ms: int | None = None
+    resolved_ms: int | None = None
+    episodes: int = 1
+    sample_labels: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "alertname": self.labels["alertname"],
+            "labels": dict(sorted(self.labels.items())),
+            "annotations": dict(sorted(self.annotations.items())),
+            "fingerprint": self.fingerprint,
+            "state": self.state if self.state != "inactive" else "resolved",
+            "value": self.value,
+            "active_at": self.active_at_ms / 1000,
+            "first_pending_at": self.first_pending_ms / 1000,
+            "first_firing_at": None if self.first_firing_ms is None else self.first_firing_ms / 1000,
+            "resolved_at": None if self.resolved_ms is None else self.resolved_ms / 1000,
+            "episodes": self.episodes,
+        }
+
+
+class AlertEngine:
+    """Evaluates a rule pack over a store; keeps alert state and the cumulative history."""
+
+    def __init__(self, rule_pack: RulePack | None, store: MetricStore, limits: Limits | None = None):
+        self.pack = rule_pack or load_rule_pack()
+        self.store = store
+        self.promql = PromQLEngine(store, limits or Limits(max_series=10**7, max_points=10**9),
+                                   default_step_s=self.pack.interval_ms / 1000)
+        self.interval_ms = self.pack.interval_ms
+        self._next_tick = 0  # index of the next evaluation tick (time = k * interval)
+        self._active: dict[tuple[int, str], _Alert] = {}
+        self._history: dict[tuple[int, str], _Alert] = {}
+        self._order: list[tuple[int, str]] = []
+        self.errors: list[dict] = []
+
+    @property
+    def evaluated_until(self) -> float | None:
+        return None if self._next_tick == 0 else (self._next_tick - 1) * self.interval_ms / 1000
+
+    def evaluate_until(self, t: float) -> list[AlertTransition]:
+        """Evaluate every rule at each not yet evaluated tick <= t; returns the transitions in time order."""
+        last = int(np.floor(round(float(t) * 1000) / self.interval_ms))
+        if last < self._next_tick:
+            return []
+        times = self.interval_ms * np.arange(self._next_tick, last + 1, dtype=np.int64)
+        self._next_tick = last + 1
+        ctx = self.promql.new_context(times, self.interval_ms)
+        out: list[tuple[int, int, int, AlertTransition]] = []
+        for ri, rule in enumerate(self.pack.rules):
+            try:
+                vec = self.promql.evaluate(rule.node, times, ctx=ctx)
+            except QueryError as err:
+                self.errors.append({"t": times[-1] / 1000, "alertname": rule.name, "error": err.message})
+                vec = Vec.empty(len(times))
+            self._step_rule(ri, rule, vec, times, out)
+        out.sort(key=lambda x: (x[0], x[1], x[2]))
+        return [tr for *_, tr in out]
+
+    def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list) -> None:
+        present_rows = np.flatnonzero(vec.p.any(axis=1)) if len(vec.labels) else np.zeros(0, np.intp)
+        # label sets of present rows -> (fingerprint, labels)
+        rows_by_fp: dict[str, int] = {}
+        info: dict[str, tuple[dict, dict]] = {}
+        for r in present_rows:
+            sample = dict(vec.labels[r])
+            lb = {k: v for k, v in sample.items() if k != "__name__"}
+            lb.update(dict(rule.labels))
+            lb["alertname"] = rule.name
+            fp = fingerprint(lb)
+            rows_by_fp[fp] = r
+            info[fp] = (lb, sample)
+        mine = [fp for (i, fp) in self._active if i == ri]
+        fps = sorted(set(mine) | set(rows_by_fp))
+        if not fps:
+            return
+        seq = 0
+        for fp in fps:
+            r = rows_by_fp.get(fp)
+            pres = vec.p[r] if r is not None else np.zeros(len(times), bool)
+            vals = vec.v[r] if r is not None else None
+            key = (ri, fp)
+            for k, t_ms in enumerate(times):
+                a = self._active.get(key)
+                t_ms = int(t_ms)
+                if pres[k]:
+                    v = float(vals[k])
+                    if a is not None and a.state != "inactive":
+                        a.value = v
+                        a.annotations = rule.render_annotations(a.sample_labels, v)
+                    else:
+                        lb, sample = info[fp]
+                        h = self._history.get(key)
+                        if h is None:
+                            a = _Alert(ri, lb, fp, "pending", t_ms, v, rule.render_annotations(sample, v), t_ms, sample_labels=sample)
+                            self._history[key] = a
+                            self._order.append(key)
+                        else:
+                            a = h
+                            a.state, a.active_at_ms, a.value = "pending", t_ms, v
+                            a.annotations = rule.render_annotations(sample, v)
+                            a.episodes += 1
+                        self._active[key] = a
+                        out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
+                        seq += 1
+                    if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
+                        a.state = "firing"
+                        if a.first_firing_ms is None:
+                            a.first_firing_ms = t_ms
+                        out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp, "firing", a.value)))
+                        seq += 1
+                elif a is not None and a.state != "inactive":
+                    was = a.state
+                    a.state = "inactive"
+                    if was == "firing":
+                        a.resolved_ms = t_ms
+                    out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp,
+                                                               "resolved" if was == "firing" else "inactive", a.value)))
+                    seq += 1
+                    del self._active[key]
+
+    def active(self) -> list[dict]:
+        """Alerts now pending or firing, sorted by (alertname, fingerprint)."""
+        return sorted((a.to_dict() for a in self._active.values()), key=lambda d: (d["alertname"], d["fingerprint"]))
+
+    def firing(self) -> list[dict]:
+        return [a for a in self.active() if a["state"] == "firing"]
+
+    def history(self) -> list[dict]:
+        """Every alert ever raised (pending at least once), in order of first appearance."""
+        return [self._history[k].to_dict() for k in self._order]

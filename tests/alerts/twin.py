@@ -1,0 +1,38 @@
+"""A twin run of Online Boutique with overlapping faults, for rule-pack and conformance tests."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from faults.effects import Effect
+
+END_S = 2400.0
+
+
+@lru_cache(maxsize=2)
+def faulted_run(seed: int = 2):
+    from sremarathon_env.backends.sim import SimBackend
+
+    sim = SimBackend("online-boutique", seed=seed)
+    sim.advance_to(120)
+    h1 = sim.apply_effect(Effect(kind="error_rate", service="paymentservice", rate=0.6))
+    sim.advance_to(300)
+    h2 = sim.apply_effect(Effect(kind="crash", service="cartservice"))
+    sim.advance_to(480)
+    h3 = sim.apply_effect(Effect(kind="latency", service="productcatalogservice", ms=1500))
+    sim.advance_to(700)
+    sim.remove_effect(h1)
+    sim.deploy("currencyservice", image_tag="bad", message="bump currency", author="dev")
+    h4 = sim.apply_effect(Effect(kind="not_ready", service="emailservice"))
+    sim.advance_to(900)
+    h5 = sim.apply_effect(Effect(kind="node_down", node="node-a1"))
+    sim.remove_effect(h2)
+    sim.advance_to(1200)
+    sim.remove_effect(h5)
+    sim.remove_effect(h3)
+    h6 = sim.apply_effect(Effect(kind="no_endpoints", service="shippingservice"))
+    sim.advance_to(1500)
+    sim.remove_effect(h4)
+    sim.remove_effect(h6)
+    sim.advance_to(END_S)
+    return sim
