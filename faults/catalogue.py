@@ -228,7 +228,8 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                       scope=scope, probe=Probe(kind="restarts_stable", service=s, threshold=1),
                       repairs=[RepairOption(tool="set_resources", args={"service": s, "mem_limit_mi": orig})],
                       description=desc(target=s),
-                      realisation=Realisation(kind="resources", service=s, resources={"mem_limit_mi": lim}))
+                      realisation=Realisation(kind="resources", service=s, resources={
+                          "mem_limit_mi": lim, **({"mem_request_mi": lim} if res.mem_request_mi else {})}))
             elif t == "low-cpu-limit":
                 orig = res.cpu_limit_m
                 if orig is None:
@@ -239,10 +240,14 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                       scope=scope, probe=Probe(kind="cpu_util_max", service=s, threshold=P["probe_threshold"]),
                       repairs=[RepairOption(tool="set_resources", args={"service": s, "cpu_limit_m": orig})],
                       description=desc(target=s),
-                      realisation=Realisation(kind="resources", service=s, resources={"cpu_limit_m": int(P["limit_m"])}))
+                      realisation=Realisation(kind="resources", service=s, resources={
+                          "cpu_limit_m": int(P["limit_m"]), **({"cpu_request_m": int(P["limit_m"])} if res.cpu_request_m else {})}))
             elif t == "pod-latency":
+                dl = [e for e in _live_edges(app) if e.callee == s and e.deadline_ms and e.deadline_ms < P["ms"]]
+                probe = (Probe(kind="edge_error_ratio_max", caller=dl[0].caller, callee=s, threshold=0.2) if dl
+                         else Probe(kind="service_p95_ms_max", service=s, threshold=P["probe_threshold"]))
                 g.add(tpl, f"{s}-pod-latency", target=s, culprits=[s], artifact=_pod_artifact(s, "network-delay"),
-                      scope=scope, probe=Probe(kind="service_p95_ms_max", service=s, threshold=P["probe_threshold"]),
+                      scope=scope, probe=probe,
                       repairs=restart, description=desc(target=s),
                       realisation=Realisation(kind="effects", effects=[Effect(kind="latency", service=s, ms=float(P["ms"]), until_restart=True)]))
             elif t == "pod-failure":
@@ -374,7 +379,9 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                         new = int(P["pool"])
                         ed = _client_edit(text, addr, "pool_size", new)
                         eff = dict(kind="edge_latency", ms=float(P["ms"]), log_signature="waiting for a free connection")
-                        probe = Probe(kind="edge_p95_ms_max", caller=s, callee=e.callee, threshold=P["probe_threshold"])
+                        probe = (Probe(kind="edge_error_ratio_max", caller=s, callee=e.callee, threshold=0.2)
+                                 if e.deadline_ms and e.deadline_ms < P["ms"] else
+                                 Probe(kind="edge_p95_ms_max", caller=s, callee=e.callee, threshold=P["probe_threshold"]))
                         msg, what = f"{s}: trim idle {e.callee} connections", "pool"
                     if ed is None or ed[2] == new or text.count(ed[0]) != 1:
                         continue
@@ -425,7 +432,9 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
             art = Artifact(kind="network", canonical=f"{c}->{d}", aliases=[f"{c}-{d}", f"{c} -> {d}", f"networkchaos/{c}-{d}"])
             if t == "edge-delay":
                 eff = Effect(kind="edge_latency", caller=c, callee=d, ms=float(P["ms"]), until_restart=True)
-                probe = Probe(kind="edge_p95_ms_max", caller=c, callee=d, threshold=P["probe_threshold"])
+                probe = (Probe(kind="edge_error_ratio_max", caller=c, callee=d, threshold=0.2)
+                         if e.deadline_ms and e.deadline_ms < P["ms"]
+                         else Probe(kind="edge_p95_ms_max", caller=c, callee=d, threshold=P["probe_threshold"]))
             else:
                 eff = Effect(kind="edge_error", caller=c, callee=d, rate=float(P["rate"]),
                              log_signature="connection timed out", until_restart=True)
@@ -454,17 +463,29 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
     if tpl["over"] in ("path", "entry"):
         entry = app.entry_service
         paths = [p for p in app.load.paths if p.calls] if tpl["over"] == "path" else [None]
+        spec_e = app.service(entry)
+        mean_think = sum(app.load.think_time_s) / 2.0
+        w_tot = sum(x.weight for x in app.load.paths)
+        base = app.load.users / mean_think * sum(x.weight * x.requests_per_task for x in app.load.paths) / w_tot
+        cores = (spec_e.resources.cpu_limit_m or 4000) * max(1, spec_e.replicas)
+        capacity = cores / max(spec_e.behaviour.cpu_ms_per_call, 0.1)  # entry requests/s it can serve
         for p in paths:
             name = p.name if p else None
+            share = (p.weight * p.requests_per_task / w_tot) / (
+                sum(x.weight * x.requests_per_task for x in app.load.paths) / w_tot) if p else 1.0
+            factor = round(P["overload"] * capacity / max(base * share, 1e-9), 1)
+            if factor > P["max_factor"] or factor < 2:
+                continue
+            replicas = int(P["replicas"])
             touched = [entry, *(_path_services(app, p.calls) if p else app.service_names)]
             touched = list(dict.fromkeys(x for x in touched if x))
             g.add(tpl, f"{entry}-{_slug(name) if name else 'all'}-{t}", target=entry, culprits=[entry],
                   artifact=Artifact(kind="load", canonical=f"load:{name or '*'}",
                                     aliases=[f"traffic:{name or 'all'}", f"{name or 'all'} traffic", "load"]),
-                  scope=touched, probe=Probe(kind="path_p95_ms_max", path=name, threshold=P["probe_threshold"]),
-                  repairs=[RepairOption(tool="scale", args={"service": entry, "replicas": int(P["replicas"])})],
-                  description=desc(path=name or "all paths"),
-                  realisation=Realisation(kind="effects", effects=[Effect(kind="load_factor", path=name, factor=float(P["factor"]))]))
+                  scope=touched, probe=Probe(kind="path_error_ratio_max", path=name, threshold=P["probe_threshold"]),
+                  repairs=[RepairOption(tool="scale", args={"service": entry, "replicas": replicas})],
+                  description=desc(path=name or "all paths", factor=factor),
+                  realisation=Realisation(kind="effects", effects=[Effect(kind="load_factor", path=name, factor=factor)]))
         return
     raise CatalogueError(f"template {t}: unknown target set {tpl['over']!r}")
 

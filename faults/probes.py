@@ -78,10 +78,13 @@ def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, art
         ready_ok = _num(h, "ready", default=0.0) >= max(1.0, probe.threshold)
         return ready_ok and (prev is None or restarts <= prev)
     if k == "rollout_ok":
-        h = backend.service_health(probe.service)
-        desired = _num(h, "desired", default=1.0)
-        updated = _num(h, "updated_ready", "ready", default=0.0)
-        return updated >= desired
+        desired = _num(backend.service_health(probe.service), "desired", default=1.0)
+        hist = [h for h in (backend.deploy_history(probe.service) or []) if isinstance(h, dict)]
+        cur = [h for h in hist if h.get("current")] or hist[-1:]
+        if not cur or cur[-1].get("revision") is None:
+            return True
+        ready = backend.serving_revisions(probe.service).get(int(cur[-1]["revision"]), 0)
+        return ready >= desired
     if k == "artifact":
         return bool(artifact_ok()) if artifact_ok is not None else True
     raise ValueError(f"unknown probe kind {k!r}")

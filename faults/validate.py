@@ -53,13 +53,9 @@ def twin_factory(app: str, seed: int = 0) -> Callable[[], Any]:
     base.advance_to(base.now + WARMUP_TICKS * base.tick_s)
     if hasattr(base, "clone"):
         return base.clone
+    import copy
 
-    def fresh() -> Any:
-        b = SimBackend(app, seed)
-        b.advance_to(b.now + WARMUP_TICKS * b.tick_s)
-        return b
-
-    return fresh
+    return lambda: copy.deepcopy(base)
 
 
 def _tick(b: Any) -> None:
@@ -119,7 +115,9 @@ def validate_fault(fault: Fault, fresh: Callable[[], Any]) -> Outcome:
         if not getattr(res, "ok", True):
             tried.append(f"{opt.tool}: refused ({getattr(res, 'message', '')})")
             continue
-        if _healed(fault, b2, h2, memo2, fault.probe.recover_ticks + 4, need_artifact=True) is not None:
+        # direct effects have no artifact to read unless the backend exposes effect_active
+        need = fault.realisation.kind != "effects" or hasattr(b2, "effect_active")
+        if _healed(fault, b2, h2, memo2, fault.probe.recover_ticks + 4, need_artifact=need) is not None:
             out.repaired_by = opt.tool
             break
         tried.append(f"{opt.tool}: did not heal")
