@@ -575,6 +575,12 @@ class SimBackend:
                 return OpResult(False, f"{k} must be a positive integer, got {v!r}")
         cur = dep.current
         res = dict(cur.template["resources"], **{k: int(v) for k, v in changes.items()})
+        # a limit given alone below the current request pulls the request down with it (the request
+        # would otherwise be rejected as larger than the limit)
+        for kind, unit in (("cpu", "m"), ("mem", "mi")):
+            rk, lk = f"{kind}_request_{unit}", f"{kind}_limit_{unit}"
+            if lk in changes and rk not in changes and res.get(rk) is not None and res[rk] > res[lk]:
+                res[rk] = res[lk]
         for kind in ("cpu", "mem"):
             unit = "m" if kind == "cpu" else "mi"
             req, lim = res.get(f"{kind}_request_{unit}"), res.get(f"{kind}_limit_{unit}")

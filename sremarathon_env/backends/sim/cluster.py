@@ -321,6 +321,8 @@ class Cluster:
         need_cpu = (res.get("cpu_request_m") or 0) / 1000.0
         need_mem = float(res.get("mem_request_mi") or 0)
         act = self.p_active[: len(self.pods)] & np.array([not p.deleted for p in self.pods]) if self.pods else None
+        if act is not None and pod.slot < len(act):
+            act[pod.slot] = False      # the pod being placed does not count against itself
         best = None
         for n in self.nodes:
             if not n.ready or n.cordoned:
@@ -331,7 +333,6 @@ class Cluster:
             if used_cpu + need_cpu > n.cpu_m / 1000.0 or used_mem + need_mem > n.mem_mi:
                 continue
             same = int(np.sum(on & (self.p_svc[: len(self.pods)] == pod.svc))) if on is not None else 0
-            same -= 1 if (pod.node == n.index and not pod.deleted and on is not None and on[pod.slot]) else 0
             zone_same = 0
             if act is not None:
                 zn = np.array([self.nodes[k].zone == n.zone for k in self.p_node[: len(self.pods)]])

@@ -1,0 +1,115 @@
+"""``sremarathon bench``: what the twin costs, per app, against the targets.
+
+Prints, per app: the median cost of advancing one 15 s tick (a single-tick ``advance_to``), of a full
+90-minute marathon of a healthy twin (360 ticks, advanced in 120 s invocation steps as the run loop
+does, and in one call), the twin's peak memory (tracemalloc) and the ratio to each target. Sections
+are functions in `SECTIONS` so that other parts (alerts, the whole environment) can add theirs.
+
+    $ sremarathon bench --apps online-boutique --repeat 3
+
+>>> rows = twin_section(["online-boutique"], repeat=1)
+>>> rows[0]["app"], rows[0]["ticks"]
+('online-boutique', 360)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import tracemalloc
+from typing import Callable
+
+from apps import APP_NAMES, load_app
+
+MARATHON_S = 5400.0
+INVOCATION_S = 120.0
+#: targets on one core: full marathon of the twin alone (ms) and memory per twin (MB)
+TARGET_MARATHON_MS = {"online-boutique": 100.0, "train-ticket": 250.0}
+TARGET_DEFAULT_MS = 250.0
+TARGET_MEMORY_MB = 100.0
+
+
+def _available(apps: list[str]) -> list[str]:
+    out = []
+    for a in apps:
+        try:
+            load_app(a)
+            out.append(a)
+        except (KeyError, FileNotFoundError, OSError, ValueError) as exc:
+            print(f"  skipping {a}: {exc}")
+    return out
+
+
+def twin_section(apps: list[str], repeat: int = 3) -> list[dict]:
+    from sremarathon_env.backends.sim import SimBackend
+
+    rows = []
+    for name in _available(apps):
+        app = load_app(name)
+        SimBackend(app, seed=0).advance_to(INVOCATION_S)   # warm caches (compiled app, sources)
+        tick_ms, chunked_ms, oneshot_ms, build_ms = [], [], [], []
+        for r in range(repeat):
+            t0 = time.perf_counter()
+            sim = SimBackend(app, seed=r)
+            build_ms.append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            for k in range(1, int(MARATHON_S / INVOCATION_S) + 1):
+                sim.advance_to(k * INVOCATION_S)
+            chunked_ms.append((time.perf_counter() - t0) * 1e3)
+            sim = SimBackend(app, seed=r)
+            t0 = time.perf_counter()
+            sim.advance_to(MARATHON_S)
+            oneshot_ms.append((time.perf_counter() - t0) * 1e3)
+            sim = SimBackend(app, seed=r)
+            for k in range(1, 41):
+                t0 = time.perf_counter()
+                sim.advance_to(k * sim.tick_s)
+                tick_ms.append((time.perf_counter() - t0) * 1e3)
+        tracemalloc.start()
+        sim = SimBackend(app, seed=0)
+        for k in range(1, int(MARATHON_S / INVOCATION_S) + 1):
+            sim.advance_to(k * INVOCATION_S)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        target = TARGET_MARATHON_MS.get(name, TARGET_DEFAULT_MS)
+        marathon = statistics.median(chunked_ms)
+        rows.append({"app": name, "ticks": int(MARATHON_S / sim.tick_s), "build_ms": statistics.median(build_ms),
+                     "tick_ms": statistics.median(tick_ms), "marathon_ms": marathon,
+                     "marathon_oneshot_ms": statistics.median(oneshot_ms), "peak_mb": peak / 2**20,
+                     "target_ms": target, "ratio_time": marathon / target, "ratio_mem": peak / 2**20 / TARGET_MEMORY_MB,
+                     "series": sim.store.n_series()})
+    return rows
+
+
+def _print_twin(rows: list[dict]) -> None:
+    print("twin alone (healthy, one core):")
+    print(f"  {'app':<18}{'build ms':>9}{'tick ms':>9}{'90 min ms':>11}{'(1 call)':>10}{'target':>8}{'ratio':>7}"
+          f"{'peak MB':>9}{'ratio':>7}{'series':>8}")
+    for r in rows:
+        print(f"  {r['app']:<18}{r['build_ms']:9.1f}{r['tick_ms']:9.3f}{r['marathon_ms']:11.1f}{r['marathon_oneshot_ms']:10.1f}"
+              f"{r['target_ms']:8.0f}{r['ratio_time']:7.2f}{r['peak_mb']:9.1f}{r['ratio_mem']:7.2f}{r['series']:8d}")
+
+
+#: (title, run(apps, repeat) -> rows, print(rows)); other parts append their own sections
+SECTIONS: list[tuple[str, Callable[[list[str], int], list[dict]], Callable[[list[dict]], None]]] = [
+    ("twin", twin_section, _print_twin),
+]
+SECTIONS.append(__import__("sremarathon_env.alerts.bench", fromlist=["SECTION"]).SECTION)
+
+
+def run(args: argparse.Namespace) -> int:
+    apps = args.apps or list(APP_NAMES)
+    for title, fn, show in SECTIONS:
+        if args.sections and title not in args.sections:
+            continue
+        show(fn(apps, args.repeat))
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="measure the cost of the twin (and other sections) per app")
+    p.add_argument("--apps", nargs="*", default=None, help=f"apps (default: {' '.join(APP_NAMES)})")
+    p.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported")
+    p.add_argument("--sections", nargs="*", default=None, help="only these sections (default: all)")
+    p.set_defaults(func=run)

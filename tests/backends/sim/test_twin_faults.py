@@ -1,0 +1,164 @@
+"""The fault hook: effect kinds, bindings (direct, revision, flag), metrics and logs evidence."""
+
+import numpy as np
+import pytest
+
+from faults.effects import Effect, Marker
+from sremarathon_env.backends.sim import SimBackend
+
+
+def _series(sim, name, **labels):
+    out = []
+    for fam in sim.store.families(name):
+        vals = fam.values(sim.store.n_ticks)
+        for r in range(len(fam)):
+            lab = fam.labels(r)
+            if all(lab.get(k) == v for k, v in labels.items()):
+                out.append((lab, vals[r]))
+    return out
+
+
+def test_memory_leak_oom_kills_with_rising_restarts(ob):
+    sim = SimBackend(ob, seed=1)
+    sim.advance_to(60)
+    sim.apply_effect(Effect(kind="memory_leak", service="currencyservice", mi_per_min=40))
+    sim.advance_to(1200)
+    s = _series(sim, "kube_pod_container_status_restarts_total", container="currencyservice")
+    last = max(np.nanmax(v) for _, v in s)
+    assert last >= 3
+    mem = _series(sim, "container_memory_working_set_bytes", container="currencyservice")
+    assert np.nanmax(mem[0][1]) > 100 * 2**20
+    oom = _series(sim, "kube_pod_container_status_last_terminated_reason", reason="OOMKilled")
+    assert oom
+    assert any(e["reason"] == "OOMKilling" for e in sim.events(0, 1200))
+
+
+def test_edge_error_shows_in_mesh_metrics_and_entry_failures(ob):
+    sim = SimBackend(ob, seed=2)
+    sim.advance_to(120)
+    h = sim.apply_effect(Effect(kind="edge_error", caller="frontend", callee="cartservice", rate=0.5))
+    ev = sim.advance_to(300)[-4:]
+    s = _series(sim, "istio_requests_total", reporter="source", source_workload="frontend",
+                destination_workload="cartservice", response_code="503")
+    assert s and np.nanmax(s[0][1]) > 10
+    ok = _series(sim, "istio_requests_total", reporter="source", source_workload="frontend",
+                 destination_workload="cartservice", response_code="200")[0][1]
+    assert ok[-1] > ok[8]
+    assert 0.3 < sum(e.failed for e in ev) / sum(e.total for e in ev) < 0.9
+    sim.remove_effect(h)
+    ev = sim.advance_to(420)[-2:]
+    assert sum(e.failed for e in ev) < 0.01 * sum(e.total for e in ev)
+
+
+def test_flag_bound_effect_follows_the_flag():
+    sim = SimBackend("astronomy-shop", seed=3)
+    sim.advance_to(60)
+    h = sim.apply_effect(Effect(kind="error_rate", service="payment", rate=1.0, bind="flag", flag="paymentFailure",
+                                variant="100%", log_signature="failed to charge card: payment failure flag"))
+    sim.advance_to(180)
+    assert sim.service_health("payment")["error_ratio"] < 0.01
+    flag = sim.app.flags_config_map
+    assert sim.set_config(flag, "paymentFailure", "100%").ok
+    sim.advance_to(300)
+    assert sim.service_health("payment")["error_ratio"] > 0.9
+    assert any("payment failure flag" in l for l in sim.logs("payment", 180, 300, None, 50))
+    assert not sim.set_config(flag, "paymentFailure", "bogus").ok
+    assert sim.set_config(flag, "paymentFailure", "off").ok
+    sim.advance_to(420)
+    assert sim.service_health("payment")["error_ratio"] < 0.01
+    assert h.startswith("eff-")
+
+
+def test_revision_bound_effect_dropped_by_fixing_build_and_by_rollback(ob):
+    sim = SimBackend(ob, seed=4)
+    sim.advance_to(60)
+    path = "main.go"
+    text = sim.read_source("paymentservice", sim.source_files("paymentservice")[0])
+    first = sim.source_files("paymentservice")[0]
+    bad = text + "\n// retry budget: 0\n"
+    eff = Effect(kind="error_rate", service="paymentservice", rate=0.8, bind="revision",
+                 marker=Marker(source_contains=(first, "retry budget: 0")))
+    r = sim.deploy("paymentservice", message="tune retries", author="dev", files={first: bad}, effects=[eff])
+    assert r.ok
+    sim.advance_to(240)
+    assert sim.service_health("paymentservice")["error_ratio"] > 0.5
+    # a benign build that keeps the snippet keeps the effect
+    sim.deploy("paymentservice", message="log tweak", author="dev", files={first: bad + "// log\n"})
+    sim.advance_to(420)
+    assert sim.service_health("paymentservice")["error_ratio"] > 0.5
+    # the fix removes the snippet: the effect does not carry over
+    sim.deploy("paymentservice", message="fix", author="dev", files={first: text})
+    sim.advance_to(600)
+    assert sim.service_health("paymentservice")["error_ratio"] < 0.01
+    # rolling back to the faulty revision brings it back, rolling back to revision 1 drops it
+    assert sim.rollback("paymentservice", 3).ok
+    sim.advance_to(780)
+    assert sim.service_health("paymentservice")["error_ratio"] > 0.5
+    assert sim.rollback("paymentservice", 1).ok
+    sim.advance_to(960)
+    assert sim.service_health("paymentservice")["error_ratio"] < 0.01
+    hist = sim.deploy_history("paymentservice")
+    assert any("retry budget: 0" in h["diff"] for h in hist)
+    del path
+
+
+def test_dependency_down_logs_name_the_peer(ob):
+    sim = SimBackend(ob, seed=5)
+    sim.advance_to(60)
+    sim.scale("cartservice", 0)
+    sim.advance_to(240)
+    lines = sim.logs("frontend", 120, 240, "cartservice", 50)
+    assert lines and all("cartservice" in l for l in lines)
+    assert any("connection refused" in l or "Unavailable" in l for l in lines)
+    checkout = sim.logs("checkoutservice", 0, 240, "refused", 50)
+    assert any("cartservice" in l for l in checkout)
+
+
+def test_crash_effect_and_not_ready_effect(ob):
+    sim = SimBackend(ob, seed=6)
+    sim.advance_to(60)
+    h = sim.apply_effect(Effect(kind="crash", service="emailservice", reason="Error", exit_code=1,
+                                log_signature="Traceback: RuntimeError: template missing"))
+    sim.advance_to(400)
+    pod = [p for p in sim.k8s_get("pods") if p["metadata"]["labels"]["app"] == "emailservice"][0]
+    assert pod["status"]["containerStatuses"][0]["restartCount"] >= 2
+    sim.remove_effect(h)
+    sim.advance_to(1200)
+    assert sim.service_health("emailservice")["ready"] == 1
+    h2 = sim.apply_effect(Effect(kind="not_ready", service="shippingservice"))
+    sim.advance_to(1260)
+    assert sim.service_health("shippingservice")["ready"] == 0
+    assert sim.k8s_get("endpoints", "shippingservice")[0]["subsets"][0].get("notReadyAddresses")
+    sim.remove_effect(h2)
+    sim.advance_to(1320)
+    assert sim.service_health("shippingservice")["ready"] == 1
+
+
+def test_cpu_burn_throttles(ob):
+    sim = SimBackend(ob, seed=7)
+    sim.advance_to(60)
+    sim.apply_effect(Effect(kind="cpu_burn", service="currencyservice", millicores=400))
+    sim.advance_to(600)
+    thr = _series(sim, "container_cpu_cfs_throttled_periods_total", container="currencyservice")[0][1]
+    per = _series(sim, "container_cpu_cfs_periods_total", container="currencyservice")[0][1]
+    assert (thr[-1] - thr[20]) / (per[-1] - per[20]) > 0.5
+    assert sim.service_health("currencyservice")["p95_ms"] > 5
+
+
+def test_state_digest_returns_to_healthy_after_effects_settle(ob):
+    sim = SimBackend(ob, seed=8)
+    sim.advance_to(120)
+    healthy = sim.state_digest()
+    for eff in (Effect(kind="crash", service="adservice"), Effect(kind="not_ready", service="cartservice"),
+                Effect(kind="memory_leak", service="currencyservice", mi_per_min=60),
+                Effect(kind="latency", service="productcatalogservice", ms=300),
+                Effect(kind="node_down", node="node-a3")):
+        h = sim.apply_effect(eff)
+        sim.advance_to(sim.now + 600)
+        assert sim.state_digest() != healthy or eff.kind == "latency"
+        sim.remove_effect(h)
+        sim.advance_to(sim.now + 900)
+        assert sim.state_digest() == healthy, eff.kind
+    other = SimBackend(ob, seed=99)
+    other.advance_to(120)
+    assert other.state_digest() == healthy

@@ -1,0 +1,89 @@
+"""Traffic behaviour of the twin: healthy baselines, dependency failures, deadlines, zones."""
+
+import numpy as np
+import pytest
+
+from apps import load_app, parse_app
+from sremarathon_env.backends.sim import SimBackend
+
+
+@pytest.mark.parametrize("name", ["online-boutique", "train-ticket", "astronomy-shop"])
+def test_healthy_app_has_near_zero_errors_and_plausible_latency(name):
+    sim = SimBackend(name, seed=4)
+    ev = sim.advance_to(1800.0)
+    total = sum(e.total for e in ev)
+    assert total > 100
+    assert sum(e.failed for e in ev) / total < 0.005
+    # Train Ticket's trip searches fan out into long synchronous chains: seconds are normal there
+    assert sum(e.slow for e in ev) / total < (0.05 if name == "train-ticket" else 0.005)
+    h = sim.path_health(None)
+    assert 1.0 < h["p95_ms"] < 2500.0
+    for s in sim.app.service_names:
+        assert sim.service_health(s)["ready"] >= 1
+
+
+def test_fatal_dependency_down_fails_entry_requests_degrading_one_only_degrades(ob):
+    sim = SimBackend(ob, seed=1)
+    sim.advance_to(300)
+    assert sim.scale("productcatalogservice", 0).ok
+    ev = sim.advance_to(600)[-4:]
+    assert sum(e.failed for e in ev) / sum(e.total for e in ev) > 0.5
+    assert sim.edge_health("frontend", "productcatalogservice")["error_ratio"] == pytest.approx(1.0)
+    sim.scale("productcatalogservice", 1)
+    sim.advance_to(900)
+    assert sim.path_health(None)["error_ratio"] < 0.01
+    sim.scale("adservice", 0)
+    ev = sim.advance_to(1200)[-4:]
+    tot = sum(e.total for e in ev)
+    assert sum(e.failed for e in ev) / tot < 0.01
+    assert sum(e.degraded for e in ev) / tot > 0.3
+    assert sim.path_health("index")["degraded_ratio"] > 0.9
+    assert sim.path_health("setCurrency")["degraded_ratio"] < 1e-6
+
+
+def test_ad_deadline_drops_ads_silently_when_adservice_is_slow(ob):
+    from faults.effects import Effect
+
+    sim = SimBackend(ob, seed=2)
+    sim.advance_to(120)
+    h = sim.apply_effect(Effect(kind="latency", service="adservice", ms=400))
+    sim.advance_to(300)
+    idx = sim.path_health("index")
+    assert idx["error_ratio"] < 0.01 and idx["degraded_ratio"] > 0.9
+    assert idx["p95_ms"] < 400  # the frontend stops waiting at 100 ms
+    sim.remove_effect(h)
+    sim.advance_to(420)
+    assert sim.path_health("index")["degraded_ratio"] < 0.05
+
+
+def test_cross_zone_placement_changes_latency(ob):
+    data = ob.model_dump()
+    for s in data["services"]:
+        s["node"] = "node-a1" if s["name"] in ("frontend", "productcatalogservice", "currencyservice", "cartservice",
+                                                 "redis-cart", "recommendationservice", "adservice") else s["node"]
+    same_zone = parse_app(data)
+    data2 = ob.model_dump()
+    for s in data2["services"]:
+        s["node"] = "node-b1" if s["name"] != "frontend" else "node-a1"
+    cross = parse_app(data2)
+    a, b = SimBackend(same_zone, seed=3, noise_load=False), SimBackend(cross, seed=3, noise_load=False)
+    a.advance_to(300)
+    b.advance_to(300)
+    la, lb = a.path_health("browseProduct")["p95_ms"], b.path_health("browseProduct")["p95_ms"]
+    assert lb > la + 50  # ~9 cross-zone calls at 25 ms each on a product page
+    # draining zone b moves the pods and the latency follows
+    b.drain_node("node-b2")
+    b.drain_node("node-b1")
+    b.advance_to(420)
+    assert b.path_health("browseProduct")["p95_ms"] < lb - 50
+
+
+def test_load_factor_effect_raises_rates_and_cpu(ob):
+    from faults.effects import Effect
+
+    sim = SimBackend(ob, seed=5, noise_load=False)
+    sim.advance_to(120)
+    r0 = sim.service_health("frontend")["rate"]
+    sim.apply_effect(Effect(kind="load_factor", factor=3.0))
+    sim.advance_to(240)
+    assert sim.service_health("frontend")["rate"] == pytest.approx(3 * r0, rel=1e-6)
