@@ -197,5 +197,6 @@ class AlertEngine:
         return [a for a in self.active() if a["state"] == "firing"]
 
     def history(self) -> list[dict]:
-        """Every alert ever raised (pending at least once), in order of first appearance."""
-        return [self._history[k].to_dict() for k in self._order]
+        """Every alert ever raised (pending at least once), by first pending time, rule order, fingerprint."""
+        keys = sorted(self._order, key=lambda k: (self._history[k].first_pending_ms, k[0], k[1]))
+        return [self._history[k].to_dict() for k in keys]

@@ -1,0 +1,75 @@
+"""``sremarathon bench`` section: the cost of evaluating the alert rule pack over a marathon.
+
+For each app, a healthy 90-minute twin run is recorded first; then the whole pack is evaluated over
+its 360 ticks the way the run loop does (one ``evaluate_until`` per 120 s invocation, 45 calls) and
+in one pass, and compared with the twin's own cost and with the target (30% of the twin's 100 ms
+budget for Online Boutique, i.e. 30 ms).
+
+>>> rows = alerts_section(["online-boutique"], repeat=1)
+>>> rows[0]["rules"] >= 44, rows[0]["ticks"]
+(True, 360)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+MARATHON_S = 5400.0
+INVOCATION_S = 120.0
+TARGET_SHARE = 0.30
+TWIN_TARGET_MS = {"online-boutique": 100.0, "train-ticket": 250.0}
+
+
+def alerts_section(apps: list[str], repeat: int = 3) -> list[dict]:
+    from apps import load_app
+    from sremarathon_env.alerts import AlertEngine, load_rule_pack
+    from sremarathon_env.backends.sim import SimBackend
+
+    pack = load_rule_pack()
+    rows = []
+    for name in apps:
+        try:
+            app = load_app(name)
+        except (KeyError, FileNotFoundError, OSError, ValueError) as exc:
+            print(f"  skipping {name}: {exc}")
+            continue
+        twin_ms, chunked_ms, single_ms = [], [], []
+        n_transitions = 0
+        for r in range(repeat):
+            sim = SimBackend(app, seed=r)
+            t0 = time.perf_counter()
+            for k in range(1, int(MARATHON_S / INVOCATION_S) + 1):
+                sim.advance_to(k * INVOCATION_S)
+            twin_ms.append((time.perf_counter() - t0) * 1e3)
+            eng = AlertEngine(pack, sim.store)
+            t0 = time.perf_counter()
+            for k in range(1, int(MARATHON_S / INVOCATION_S) + 1):
+                n_transitions += len(eng.evaluate_until(k * INVOCATION_S))
+            chunked_ms.append((time.perf_counter() - t0) * 1e3)
+            eng = AlertEngine(pack, sim.store)
+            t0 = time.perf_counter()
+            eng.evaluate_until(MARATHON_S)
+            single_ms.append((time.perf_counter() - t0) * 1e3)
+        target = TARGET_SHARE * TWIN_TARGET_MS.get(name, 250.0)
+        chunked = statistics.median(chunked_ms)
+        twin = statistics.median(twin_ms)
+        rows.append({"app": name, "rules": len(pack.rules), "ticks": int(MARATHON_S / 15.0),
+                     "series": sim.store.n_series(), "twin_ms": twin, "pack_ms": chunked,
+                     "pack_one_pass_ms": statistics.median(single_ms), "per_invocation_ms": chunked / 45,
+                     "target_ms": target, "ratio_target": chunked / target, "ratio_twin": chunked / twin,
+                     "transitions": n_transitions // max(repeat, 1)})
+    return rows
+
+
+def print_alerts(rows: list[dict]) -> None:
+    print("alert rule pack over a healthy marathon (45 invocations of 120 s):")
+    print(f"  {'app':<18}{'rules':>6}{'series':>8}{'twin ms':>9}{'pack ms':>9}{'(1 pass)':>9}{'/call':>7}"
+          f"{'target':>8}{'ratio':>7}{'x twin':>8}")
+    for r in rows:
+        print(f"  {r['app']:<18}{r['rules']:6d}{r['series']:8d}{r['twin_ms']:9.1f}{r['pack_ms']:9.1f}"
+              f"{r['pack_one_pass_ms']:9.1f}{r['per_invocation_ms']:7.2f}{r['target_ms']:8.0f}{r['ratio_target']:7.2f}"
+              f"{r['ratio_twin']:8.1f}")
+
+
+SECTION = ("alerts", alerts_section, print_alerts)

@@ -1,0 +1,117 @@
+"""PromQL engine: API shape, errors, limits, staleness and lookback, vector matching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sremarathon_env.alerts import Limits, PromQLEngine, QueryError
+from sremarathon_env.telemetry.store import MetricStore
+
+from .synthetic import build_store
+
+
+@pytest.fixture(scope="module")
+def eng():
+    return PromQLEngine(build_store())
+
+
+def test_instant_vector_shape_matches_http_api(eng):
+    res = eng.instant('up{job="api"}', 600)
+    assert res["resultType"] == "vector"
+    assert res["result"] == [
+        {"metric": {"__name__": "up", "instance": "a:80", "job": "api"}, "value": [600, "1"]},
+        {"metric": {"__name__": "up", "instance": "b:80", "job": "api"}, "value": [600, "1"]},
+    ]
+    assert eng.instant("1 + 2", 10.5) == {"resultType": "scalar", "result": [10.5, "3"]}
+    assert eng.instant('"hi"', 1)["resultType"] == "string"
+    assert eng.instant('up{instance="c:80"}[1m]', 600)["result"][0]["values"] == [[540, "1"], [555, "1"], [570, "1"], [585, "1"], [600, "1"]]
+
+
+def test_range_query_is_matrix_and_agrees_with_instant(eng):
+    res = eng.range('sum by (job) (rate(http_requests_total[5m]))', 600, 900, 60)
+    assert res["resultType"] == "matrix"
+    for series in res["result"]:
+        for t, v in series["values"]:
+            inst = eng.instant('sum by (job) (rate(http_requests_total[5m]))', t)["result"]
+            assert {"metric": series["metric"], "value": [t, v]} in inst
+
+
+def test_parse_errors_carry_the_parser_message(eng):
+    with pytest.raises(QueryError) as e:
+        eng.instant("sum(rate(x[5m])", 0)
+    assert e.value.kind == "bad_data" and "unclosed left parenthesis" in e.value.message
+    body = eng.query("foo(bar)", t=0)
+    assert body["status"] == "error" and body["errorType"] == "bad_data" and "foo" in body["error"]
+    assert eng.query("rate(up[5m])", start=0, end=10, step=0)["errorType"] == "bad_data"
+    assert eng.query('up[5m]', start=0, end=60, step=15)["errorType"] == "bad_data"
+
+
+def test_too_expensive_queries_are_refused():
+    small = PromQLEngine(build_store(), Limits(max_series=3))
+    with pytest.raises(QueryError) as e:
+        small.instant("http_requests_total", 600)
+    assert e.value.kind == "too_expensive"
+    pts = PromQLEngine(build_store(), Limits(max_points=10))
+    assert pts.query("up", start=0, end=600, step=15)["errorType"] == "too_expensive"
+    steps = PromQLEngine(build_store(), Limits(max_steps=5))
+    assert steps.query("up", start=0, end=600, step=15)["errorType"] == "bad_data"
+    sub = PromQLEngine(build_store(), Limits(max_subquery_steps=100))
+    assert sub.query("max_over_time(up[1h:1s])", t=600)["errorType"] == "too_expensive"
+
+
+def test_execution_errors_for_many_to_many_matches(eng):
+    body = eng.query("mem_bytes / on(app) pod_info", t=600)
+    assert body["status"] == "error" and body["errorType"] == "execution"
+
+
+def _one_series(values):
+    st = MetricStore(step_s=15.0)
+    fam = st.family("g", ("a",))
+    rows = fam.rows([("x",)])
+    for k, v in enumerate(values):
+        st.write(fam, rows, k, np.array([v]))
+    return st
+
+
+def test_staleness_and_lookback():
+    vals = [1.0, 2.0, np.nan, np.nan, 5.0] + [np.nan] * 30
+    stale = PromQLEngine(_one_series(vals))
+    gaps = PromQLEngine(_one_series(vals), Limits(stale_on_gap=False))
+    # a missing sample after a present one is a staleness marker: nothing at t=30
+    assert stale.instant("g", 30)["result"] == []
+    assert gaps.instant("g", 30)["result"][0]["value"] == [30, "2"]
+    # with gaps the last sample stays visible for exactly 5 minutes (inclusive), then disappears
+    assert gaps.instant("g", 60 + 300)["result"][0]["value"][1] == "5"
+    assert gaps.instant("g", 60 + 301)["result"] == []
+    # beyond the last scraped tick, the lookback applies in both modes
+    st = _one_series([1.0] * 5)
+    e = PromQLEngine(st)
+    assert e.instant("g", 60 + 300)["result"][0]["value"][1] == "1"
+    assert e.instant("g", 60 + 300.5)["result"] == []
+
+
+def test_rate_extrapolation_and_counter_reset():
+    st = _one_series([0, 10, 20, 30, 5, 15, 25])  # reset at tick 4
+    e = PromQLEngine(st)
+    inc = float(e.instant("increase(g[90s])", 90)["result"][0]["value"][1])
+    # raw increase 30 + 25 = 55 over 90 s of samples; Prometheus extrapolates to the zero point only
+    assert inc == pytest.approx(55.0)
+    assert e.instant("resets(g[90s])", 90)["result"][0]["value"][1] == "1"
+    assert float(e.instant("irate(g[1m])", 90)["result"][0]["value"][1]) == pytest.approx(10 / 15)
+
+
+def test_label_replace_derives_service_from_pod_name(eng):
+    res = eng.instant('label_replace(mem_bytes, "service", "$1", "pod", '
+                      '"(.+)-[bcdfghjklmnpqrstvwxz2456789]{10}-[bcdfghjklmnpqrstvwxz2456789]{5}")', 300)
+    by_pod = {r["metric"]["pod"]: r["metric"].get("service") for r in res["result"]}
+    assert by_pod["cart-7d9f8b6c5d-x2k4q"] == "cart"
+    # 'a' and '3' are not in the ReplicaSet hash alphabet: no match, the label is not added
+    assert by_pod["frontend-5c6d7f8b9c-ab3cd"] is None
+
+
+def test_absent_and_scalar_and_vector(eng):
+    assert eng.instant('absent(nope{job="x"})', 60)["result"] == [{"metric": {"job": "x"}, "value": [60, "1"]}]
+    assert eng.instant("absent(up)", 60)["result"] == []
+    assert eng.instant("scalar(up)", 60)["result"][1] == "NaN"
+    assert eng.instant("vector(2) * 3", 60)["result"] == [{"metric": {}, "value": [60, "6"]}]
