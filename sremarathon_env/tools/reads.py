@@ -9,6 +9,7 @@ a JSON-able dict, or raises `ToolFailure` (not_found, query_error, policy_refuse
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sremarathon_env.pipeline.diff import safe_relpath
@@ -175,10 +176,22 @@ def _g(obj: Any, *path: str, default: Any = None) -> Any:
     return default if obj is None else obj
 
 
+def _sim_seconds(ctx: "ToolContext", ts: Any) -> float | None:
+    """A Kubernetes timestamp (ISO-8601, or sim seconds) as sim seconds (`ToolContext.epoch` = 0)."""
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return float(ts)
+    if isinstance(ts, str):
+        try:
+            return (datetime.fromisoformat(ts.replace("Z", "+00:00")) - ctx.epoch).total_seconds()
+        except (ValueError, TypeError):
+            return None
+    return None
+
+
 def _age(ctx: "ToolContext", obj: dict) -> str:
-    t = _g(obj, "metadata", "creationTimestamp")
-    if not isinstance(t, (int, float)) or isinstance(t, bool):
-        return str(t) if t is not None else "-"
+    t = _sim_seconds(ctx, _g(obj, "metadata", "creationTimestamp"))
+    if t is None:
+        return "-"
     d = max(0, int(ctx.now - t))
     return f"{d}s" if d < 120 else (f"{d // 60}m" if d < 7200 else f"{d // 3600}h")
 
@@ -242,6 +255,9 @@ def kubectl_get(ctx: "ToolContext", a: S.KubectlGet) -> dict:
         raise ToolFailure("not_found", f"the server doesn't have a resource type {a.kind!r}",
                           {"known_kinds": sorted(_KINDS)})
     objs = ctx.backend.k8s_get(kind, a.name)
+    status = next((o for o in objs if isinstance(o, dict) and o.get("kind") == "Status"), None)
+    if status is not None:
+        raise ToolFailure("not_found", str(status.get("message") or f"cannot list {a.kind!r}"))
     if a.name is not None and not objs:
         raise ToolFailure("not_found", f'{kind.lower()}s "{a.name}" not found')
     objs = [o for o in objs if isinstance(o, dict)]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import ValidationError
@@ -68,6 +69,7 @@ class ToolContext:
     namespace: str | None = None      # None: the app's namespace
     limits: Limits = field(default_factory=Limits)
     pipeline: BuildPipeline | None = None
+    epoch: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)  # wall time shown for sim time 0
 
     def __post_init__(self) -> None:
         if self.workspace is None:
