@@ -1,0 +1,104 @@
+"""The oracle: reads the sealed ground truth through the Marathon's test-only door and does the right
+thing at the right time.
+
+It exists to validate the benchmark, not to compete: every fault must be reachable through the tools
+(an attributable alert fires, the catalogue's repair option heals it in the twin) and the scorer must
+credit correct work. Per invocation, for each injected fault that is still live and not yet handled:
+
+1. wait until an alert attributable to it is firing (labels inside the fault's scope, fired at or after
+   the fault's start, or still firing then);
+2. report one incident citing those alerts with the exact culprit services and the canonical artifact;
+3. apply the fault's first repair option citing that incident (a rollback goes to the revision that was
+   current before the fault); when an option is refused or fails, the next one is tried next time.
+
+>>> OraclePolicy().name
+'oracle'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from baselines.base import Policy, alert_scope_labels, fingerprint, incident_id_of
+
+
+def _scope(fault: Any) -> set[str]:
+    from scoring.matching import norm
+
+    return {norm(s) for s in [*fault.scope, *fault.culprits]}
+
+
+def attributable_alerts(alerts: list[dict[str, Any]], fault: Any, start_s: float) -> list[dict[str, Any]]:
+    """Alerts of the history that the scorer would attribute to ``fault`` (started at ``start_s``):
+    in scope, and firing now or having fired at or after the start."""
+    sigma = _scope(fault)
+    out = []
+    for a in alerts:
+        if not fingerprint(a) or not (alert_scope_labels(a) & sigma):
+            continue
+        state = a.get("state")
+        if state == "firing":
+            out.append(a)
+        elif state == "resolved":
+            fired = _num(a, "fired_at", "firing_since", "started_at", "active_at", "starts_at")
+            ended = _num(a, "resolved_at", "ends_at", "ended_at")
+            if fired is not None and ended is not None and ended > start_s:
+                out.append(a)
+    return out
+
+
+def _num(a: dict[str, Any], *keys: str) -> float | None:
+    for k in keys:
+        v = a.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
+class OraclePolicy(Policy):
+    name = "oracle"
+
+    def reset(self, app: Any, seed: int) -> None:
+        super().reset(app, seed)
+        self.incident: dict[str, str] = {}      # instance id -> incident id
+        self.next_option: dict[str, int] = {}   # instance id -> index of the repair option to try
+        self.repaired: set[str] = set()
+
+    def act(self, session: Any) -> None:
+        truth = session.oracle_ground_truth_TEST_ONLY()
+        obs = session.observation()
+        alerts = obs["alerts"]
+        for g in sorted(truth, key=lambda g: (g["start_s"], g["instance_id"])):
+            iid, fault = g["instance_id"], g["fault"]
+            if g["ended"] or not g["injected_ok"] or iid in self.repaired:
+                continue
+            inc = self.incident.get(iid)
+            if inc is None:
+                evidence = attributable_alerts(alerts, fault, g["start_s"])
+                if not evidence:
+                    continue
+                r = session.call("report_incident", {
+                    "title": f"{fault.category}: {fault.target}",
+                    "alert_fingerprints": sorted({fingerprint(a) for a in evidence}),
+                    "culprit_services": list(fault.culprits),
+                    "artifact": fault.artifact.canonical,
+                    "summary": fault.description or fault.id})
+                inc = incident_id_of(r)
+                if inc is None:
+                    continue
+                self.incident[iid] = inc
+            k = self.next_option.get(iid, 0)
+            if k >= len(fault.repairs):
+                continue
+            opt = fault.repairs[k]
+            args = dict(opt.args)
+            if opt.tool == "rollback" and args.get("to_revision") is None and (g.get("prior") or {}).get("revision"):
+                args["to_revision"] = int(g["prior"]["revision"])
+            res = session.call(opt.tool, {**args, "incident_id": inc})
+            if res.ok:
+                self.repaired.add(iid)
+            elif res.error is not None and res.error.type == "budget_exhausted":
+                return None
+            else:
+                self.next_option[iid] = k + 1
+        return None
