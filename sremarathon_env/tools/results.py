@@ -72,6 +72,43 @@ class ToolResult(BaseModel):
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
+    # -- what the recorder writes (field names of the bundle's records; plain dicts, no import) -----
+    def as_tool_call(self) -> dict[str, Any]:
+        """Fields of the bundle's per-call entry of an ``invocation`` record."""
+        return {"tool": self.tool, "args": self.args if self.args is not None else {"_raw": self.raw_args},
+                "ok": self.ok, "error": None if self.error is None else f"{self.error.type}: {self.error.message}",
+                "result": json.dumps(self.result, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                if self.ok else None, "cost_s": self.cost_s, "policy": self.policy.decision}
+
+    def as_action(self) -> dict[str, Any] | None:
+        """Fields of an ``action`` record, or None when the call is not an action. Actions are validated
+        calls that attempted an intervention or a forbidden operation (including a read outside the
+        namespace); a call refused only for the budget attempted nothing and is not one."""
+        if self.args is None or (self.error is not None and self.error.type == "budget_exhausted"):
+            return None
+        forbidden = self.policy.decision == "forbidden"
+        if self.category != "intervention" and not forbidden:
+            return None
+        if self.ok:
+            message = str(self.result.get("message", "")) if isinstance(self.result, dict) else ""
+        else:
+            message = f"{self.error.type}: {self.error.message}" if self.error else ""
+        return {"tool": self.tool, "args": self.args, "targets": list(self.target_services),
+                "incident_id": self.cited_incident, "in_scope": self.policy.decision != "out_of_scope",
+                "ok": self.ok, "forbidden": forbidden,
+                "refused": self.policy.reason or self.policy.decision if self.policy.decision in ("refused", "forbidden") else None,
+                "message": message}
+
+    def as_incident_op(self) -> dict[str, Any] | None:
+        """Fields of an ``incident`` record for a successful report/update/resolve, else None."""
+        if not self.ok or self.category != "report" or not isinstance(self.result, dict):
+            return None
+        inc = self.result.get("incident") or {}
+        op = {"report_incident": "report", "update_incident": "update", "resolve_incident": "resolve"}[self.tool]
+        return {"op": op, "incident_id": inc["id"], "title": inc["title"], "alerts": list(inc["alert_fingerprints"]),
+                "culprits": list(inc["culprit_services"]), "artifact": inc["artifact"], "summary": inc["summary"],
+                "status": inc["status"]}
+
 
 # -- JSON hygiene and result caps --------------------------------------------------------------
 

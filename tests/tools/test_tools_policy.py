@@ -235,3 +235,32 @@ def test_schemas_cover_every_tool_and_match():
     assert 19 <= len(TOOL_NAMES) <= 30
     with pytest.raises(ValueError):
         tool_schemas("yaml")
+
+
+# -- recorder views ---------------------------------------------------------------------------------
+def test_recorder_views_fit_the_bundle_schema(rt):
+    from sremarathon_env.bundle.schema import ActionRecord, IncidentRecord, ToolCall
+
+    rep = rt.call("report_incident", {"title": "cart", "culprit_services": ["cartservice"], "artifact": "REDIS_ADDR"})
+    iid = rep.cited_incident
+    calls = [rep, rt.call("restart", {"service": "cartservice", "incident_id": iid}),
+             rt.call("restart", {"service": "adservice", "incident_id": iid}),
+             rt.call("restart", {"service": "cartservice"}),
+             rt.call("kubectl_get", {"kind": "pods", "namespace": "kube-system"}),
+             rt.call("read_secret", {"name": "x"}), rt.call("get_topology"), rt.call("nope", "{"),
+             rt.call("resolve_incident", {"incident_id": iid})]
+    for r in calls:
+        ToolCall.model_validate(r.as_tool_call())
+    acts = [(r.tool, r.as_action()) for r in calls if r.as_action() is not None]
+    assert [t for t, _ in acts] == ["restart", "restart", "restart", "kubectl_get", "read_secret"]
+    for _, a in acts:
+        ActionRecord.model_validate({"t": 360.0, "invocation": 0, **a})
+    (_, ok), (_, oos), (_, uncited), (_, ns), (_, sec) = acts
+    assert ok["in_scope"] and ok["ok"] and ok["refused"] is None and ok["targets"] == ["cartservice"]
+    assert not oos["in_scope"] and oos["ok"]
+    assert not uncited["ok"] and "cite" in uncited["refused"] and not uncited["forbidden"]
+    assert ns["forbidden"] and sec["forbidden"] and not sec["ok"]
+    ops = [r.as_incident_op() for r in calls if r.as_incident_op() is not None]
+    assert [o["op"] for o in ops] == ["report", "resolve"] and ops[1]["status"] == "resolved"
+    for o in ops:
+        IncidentRecord.model_validate({"t": 360.0, "invocation": 0, **o})
