@@ -463,17 +463,43 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
     if tpl["over"] in ("path", "entry"):
         entry = app.entry_service
         paths = [p for p in app.load.paths if p.calls] if tpl["over"] == "path" else [None]
-        spec_e = app.service(entry)
-        mean_think = sum(app.load.think_time_s) / 2.0
         w_tot = sum(x.weight for x in app.load.paths)
-        base = app.load.users / mean_think * sum(x.weight * x.requests_per_task for x in app.load.paths) / w_tot
-        cores = (spec_e.resources.cpu_limit_m or 4000) * max(1, spec_e.replicas)
-        capacity = cores / max(spec_e.behaviour.cpu_ms_per_call, 0.1)  # entry requests/s it can serve
+        task_rate = app.load.users / (sum(app.load.think_time_s) / 2.0)   # load tasks per second
+
+        def demand(path) -> dict[str, float]:
+            """CPU ms per second per service at the base load, for one path (or all)."""
+            out: dict[str, float] = {}
+
+            def walk(calls: list[Call], mult: float) -> None:
+                for c in calls:
+                    n = mult * c.count
+                    out[c.to] = out.get(c.to, 0.0) + n * app.service(c.to).behaviour.cpu_ms_per_call
+                    walk(c.calls, n)
+
+            for x in ([path] if path else app.load.paths):
+                if x.gated_by_flag if hasattr(x, "gated_by_flag") else False:
+                    continue
+                rate = task_rate * x.weight / w_tot
+                out[entry] = out.get(entry, 0.0) + rate * x.requests_per_task * app.service(entry).behaviour.cpu_ms_per_call
+                inner: dict[str, float] = {}
+                walk(x.calls, rate)
+            return out
+
         for p in paths:
             name = p.name if p else None
-            share = (p.weight * p.requests_per_task / w_tot) / (
-                sum(x.weight * x.requests_per_task for x in app.load.paths) / w_tot) if p else 1.0
-            factor = round(P["overload"] * capacity / max(base * share, 1e-9), 1)
+            d = demand(p)
+            best = None
+            for svc_name, ms_per_s in sorted(d.items()):
+                sv = app.service(svc_name)
+                if ms_per_s <= 0 or sv.role not in ("service", "gateway"):
+                    continue
+                cap = (sv.resources.cpu_limit_m or 4000) * max(1, sv.replicas)  # ms of CPU per second
+                f_needed = P["overload"] * cap / ms_per_s
+                if best is None or f_needed < best[0]:
+                    best = (f_needed, svc_name)
+            if best is None:
+                continue
+            factor, bottleneck = round(best[0], 1), best[1]
             if factor > P["max_factor"] or factor < 2:
                 continue
             replicas = int(P["replicas"])
@@ -483,8 +509,8 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                   artifact=Artifact(kind="load", canonical=f"load:{name or '*'}",
                                     aliases=[f"traffic:{name or 'all'}", f"{name or 'all'} traffic", "load"]),
                   scope=touched, probe=Probe(kind="path_error_ratio_max", path=name, threshold=P["probe_threshold"]),
-                  repairs=[RepairOption(tool="scale", args={"service": entry, "replicas": replicas})],
-                  description=desc(path=name or "all paths", factor=factor),
+                  repairs=[RepairOption(tool="scale", args={"service": bottleneck, "replicas": replicas})],
+                  description=desc(path=name or "all paths", factor=factor, bottleneck=bottleneck),
                   realisation=Realisation(kind="effects", effects=[Effect(kind="load_factor", path=name, factor=factor)]))
         return
     raise CatalogueError(f"template {t}: unknown target set {tpl['over']!r}")
