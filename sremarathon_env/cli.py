@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = [
     "sremarathon_env.bench",
     "sremarathon_env.cli_faults",
     "sremarathon_env.cli_bundle",
+    "sremarathon_env.cli_run",
 ]
 
 
