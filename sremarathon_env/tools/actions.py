@@ -3,6 +3,15 @@
 Interventions have two parts: ``targets`` (the services the action touches, for the scope rule; raises
 ``not_found`` for an unknown target) and ``execute`` (carries it out on the backend). A backend that
 refuses an operation (``OpResult.ok`` False) gives a ``backend_error`` result with its message.
+
+>>> from sremarathon_env.backends.sim import SimBackend
+>>> from sremarathon_env.tools.runtime import ToolContext
+>>> sim = SimBackend("online-boutique", seed=0)
+>>> ctx = ToolContext(backend=sim, app=sim.app)
+>>> config_targets(ctx, "cartservice", "REDIS_ADDR")
+['cartservice']
+>>> "cartservice" in services_on_nodes(ctx, [sim.app.service("cartservice").node])
+True
 """
 
 from __future__ import annotations
