@@ -5,3 +5,7 @@ dependency (ray, torch, kubernetes, matplotlib) at import time.
 """
 
 __version__ = "0.1.0"
+
+from sremarathon_env.registration import register_envs as _register_envs  # noqa: E402
+
+_register_envs()

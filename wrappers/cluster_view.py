@@ -1,0 +1,213 @@
+"""What the RL view reads of the cluster between steps: the state a ``kubectl get`` / deploy-history /
+health read would show, gathered without spending the agent's budget (it drives the action mask and
+the macro actions' arguments, never ground truth: no schedule, no fault handles).
+
+Only the embedded twin is supported for now (it reads the twin's Kubernetes-shaped state directly,
+which is what ``kubectl_get`` renders); a live backend would answer the same questions from its API.
+
+>>> from sremarathon_env.marathon import Marathon, MarathonConfig
+>>> m = Marathon(MarathonConfig(injection_s=600, observation_s=240)); _ = m.start()
+>>> cv = ClusterView(m.backend, m.app)
+>>> cv.desired_replicas("frontend") >= 1, cv.cordoned("node-a1")
+(True, False)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.spec import AppSpec
+
+
+class ClusterView:
+    def __init__(self, backend: Any, app: AppSpec):
+        if not hasattr(backend, "cluster"):
+            raise NotImplementedError("the RL view needs the embedded 'sim' backend in this build")
+        self.b = backend
+        self.app = app
+        self.spec = {s.name: s for s in app.services}
+
+    # -- deployments -------------------------------------------------------------------------------
+    def _dep(self, service: str):
+        return self.b.cluster.deployments.get(service)
+
+    def desired_replicas(self, service: str) -> int:
+        d = self._dep(service)
+        return 0 if d is None else int(d.replicas)
+
+    def env(self, service: str) -> dict[str, str]:
+        d = self._dep(service)
+        return {} if d is None else dict(d.current.template["env"])
+
+    def resources(self, service: str) -> dict[str, int | None]:
+        d = self._dep(service)
+        return {} if d is None else dict(d.current.template["resources"])
+
+    def env_drift(self, service: str) -> list[str]:
+        """Env keys whose value differs from the app model's (missing or extra keys included), sorted."""
+        spec_env = self.spec[service].env
+        cur = self.env(service)
+        return sorted(k for k in set(spec_env) | set(cur) if spec_env.get(k) != cur.get(k))
+
+    def resource_drift(self, service: str, kind: str) -> bool:
+        """True when the current cpu (``kind='cpu'``) or memory limit/request differs from the model's."""
+        r = self.resources(service)
+        s = self.spec[service].resources
+        keys = ("cpu_request_m", "cpu_limit_m") if kind == "cpu" else ("mem_request_mi", "mem_limit_mi")
+        return any(r.get(k) != getattr(s, k) for k in keys)
+
+    def revisions(self, service: str) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+        """(revision, meta, template) of every revision, oldest first."""
+        d = self._dep(service)
+        if d is None:
+            return []
+        return [(rs.revision, self.b.meta_of(rs), rs.template) for rs in sorted(d.rss, key=lambda r: r.revision)]
+
+    def last_change(self, service: str) -> tuple[int, int, str, str] | None:
+        """The latest non-restart revision made during the marathon, as (revision, previous revision,
+        kind, artifact), or None. ``artifact`` names what changed: a source file, an env key, the image
+        or a resource limit, in the forms the alias tables use (``svc:path``, ``svc:KEY``...)."""
+        d = self._dep(service)
+        if d is None or len(d.rss) < 2:
+            return None
+        revs = sorted(d.rss, key=lambda r: r.revision)
+        cur_rev = d.current.revision
+        for i in range(len(revs) - 1, 0, -1):
+            rs = revs[i]
+            if rs.revision > cur_rev:
+                continue
+            meta = self.b.meta_of(rs)
+            kind = meta.get("kind", "build")
+            if kind == "restart" or float(meta.get("t", -1.0)) < 0:
+                continue
+            prev = revs[i - 1]
+            return rs.revision, prev.revision, kind, self._artifact(service, kind, meta, rs.template, prev.template)
+        return None
+
+    def _artifact(self, service: str, kind: str, meta: dict, tpl: dict, prev: dict) -> str:
+        if kind == "build":
+            path = _first_diff_path(meta.get("diff", ""))
+            return f"{service}:{path}" if path else f"{service}:image"
+        if kind == "image":
+            return f"{service}:image"
+        if kind == "config":
+            a, b = tpl.get("env", {}), prev.get("env", {})
+            keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            return f"{service}:{keys[0]}" if keys else f"{service}:env"
+        if kind == "resources":
+            a, b = tpl.get("resources", {}), prev.get("resources", {})
+            if a.get("mem_limit_mi") != b.get("mem_limit_mi") or a.get("mem_request_mi") != b.get("mem_request_mi"):
+                return f"{service}:limits.memory"
+            return f"{service}:limits.cpu"
+        return f"{service}:{kind}"
+
+    def latest_diff(self, service: str) -> str:
+        """The source diff of the last change revision ('' when it was not a source change)."""
+        ch = self.last_change(service)
+        if ch is None or ch[2] != "build":
+            return ""
+        for rev, meta, _ in self.revisions(service):
+            if rev == ch[0]:
+                return meta.get("diff", "") or ""
+        return ""
+
+    # -- nodes --------------------------------------------------------------------------------------
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.b.cluster.nodes]
+
+    def cordoned(self, node: str) -> bool:
+        i = self.b.cluster.node_index.get(node)
+        return False if i is None else bool(self.b.cluster.nodes[i].cordoned)
+
+    def node_ready(self, node: str) -> bool:
+        i = self.b.cluster.node_index.get(node)
+        return False if i is None else bool(self.b.cluster.nodes[i].ready)
+
+    def services_on_nodes(self, nodes: list[str]) -> list[str]:
+        """Services with a live pod on any of ``nodes`` (app order)."""
+        idx = {self.b.cluster.node_index[n] for n in nodes if n in self.b.cluster.node_index}
+        out = []
+        for s in self.app.service_names:
+            d = self._dep(s)
+            if d is not None and any(p.node in idx for p in d.live_pods()):
+                out.append(s)
+        return out
+
+    def zone_nodes(self, zone: str) -> list[str]:
+        return [n.name for n in self.b.cluster.nodes if n.zone == zone]
+
+    # -- flags --------------------------------------------------------------------------------------
+    def flag_drift(self, flag: str) -> bool:
+        for f in self.app.flags:
+            if f.name == flag:
+                v = self.b.flag_variant(flag)
+                return v is not None and v != f.default_variant
+        return False
+
+
+def _first_diff_path(diff: str) -> str | None:
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            p = line[4:].strip().split("\t")[0]
+            if p.startswith("b/"):
+                p = p[2:]
+            if p and p != "/dev/null":
+                return p
+    for line in diff.splitlines():
+        if line.startswith("--- "):
+            p = line[4:].strip().split("\t")[0]
+            return p[2:] if p.startswith("a/") else p
+    return None
+
+
+def reverse_diff(diff: str) -> str:
+    """The unified diff that undoes ``diff`` (old and new swapped, hunk ranges swapped).
+
+    >>> d = "--- a/x.py\\n+++ b/x.py\\n@@ -1,2 +1,2 @@\\n a\\n-b\\n+c\\n"
+    >>> print(reverse_diff(d), end="")
+    --- a/x.py
+    +++ b/x.py
+    @@ -1,2 +1,2 @@
+     a
+    -c
+    +b
+    """
+    import re
+
+    out = []
+    lines = diff.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            old, new = line[4:], lines[i + 1][4:]
+            new_old = new[2:] if new.startswith("b/") else new
+            old_new = old[2:] if old.startswith("a/") else old
+            out.append("--- " + ("a/" + new_old if new_old != "/dev/null" else new_old))
+            out.append("+++ " + ("b/" + old_new if old_new != "/dev/null" else old_new))
+            i += 2
+            continue
+        m = re.match(r"^@@ -(\d+(?:,\d+)?) \+(\d+(?:,\d+)?) @@(.*)$", line)
+        if m:
+            out.append(f"@@ -{m.group(2)} +{m.group(1)} @@{m.group(3)}")
+            # within a hunk, removed lines must precede added ones: swap the blocks of each change
+            i += 1
+            minus: list[str] = []
+            plus: list[str] = []
+            while i < len(lines) and not lines[i].startswith("@@") and not (
+                    lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
+                ln = lines[i]
+                if ln.startswith("-"):
+                    plus.append("+" + ln[1:])
+                elif ln.startswith("+"):
+                    minus.append("-" + ln[1:])
+                else:
+                    out.extend(minus + plus)
+                    minus, plus = [], []
+                    out.append(ln)
+                i += 1
+            out.extend(minus + plus)
+            continue
+        out.append(line)
+        i += 1
+    return "\n".join(out) + ("\n" if diff.endswith("\n") else "")

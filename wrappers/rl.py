@@ -1,0 +1,463 @@
+"""RL view: fixed-shape Box observations, an action mask and a Discrete catalogue of labelled actions.
+
+Observation (RLlib's action-masking convention): ``Dict({"observations": Box(float32, (OBS_DIM,)),
+"action_mask": Box(0, 1, (MAX_ACTIONS,), float32)})``; action: ``Discrete(MAX_ACTIONS)``. Shapes are
+padded to declared maxima (`MAX_SERVICES`, `MAX_FLAGS`, `MAX_NODES`, `MAX_ZONES`) so they are the same
+for every app id; padded entries are zero and masked.
+
+>>> import gymnasium as gym, sremarathon_env
+>>> from wrappers.rl import RLView, MAX_ACTIONS
+>>> env = RLView(gym.make("SREMarathon/OnlineBoutique-v0", injection_s=600, observation_s=240))
+>>> obs, info = env.reset(seed=1)
+>>> obs["observations"].shape == env.observation_space["observations"].shape, env.action_space.n == MAX_ACTIONS
+(True, True)
+>>> env.action_labels[0], env.action_labels[1]
+('noop', 'restart(frontend)')
+>>> obs, r, term, trunc, info = env.step(0)
+
+**Action catalogue** (index = ``1 + service_slot * 9 + kind`` for the service actions; labels in
+``env.action_labels``). Every action except ``noop`` is one invocation of two to three tool calls: a
+free read that shows the evidence (deploy history or ``kubectl get``), ``report_incident`` grouping
+every alert now firing on the action's services under the root cause named below, then the
+intervention citing that new incident. Service actions (for service ``s``):
+
+====================  ==================================  ==========================================
+kind                  incident (culprits; artifact)       intervention
+====================  ==================================  ==========================================
+restart               [s]; ``s``                           ``restart(s)``
+restart_edge          [s, c]; ``s->c``                     ``restart(s)`` (c: the callee of s with the
+                                                           most firing alerts)
+rollback              [s]; what the last change changed    ``rollback(s, to_revision=<before it>)``
+                      (``s:<file>``, ``s:<ENV>``,
+                      ``s:image``, ``s:limits.cpu``...)
+revert_patch          [s]; same                            ``patch_source(s, <reverse of its diff>)``
+scale_restore         [s]; ``s:replicas``                  ``scale(s, <model replicas>)``
+scale_out             [s]; ``load``                        ``scale(s, max(4, 2 x desired))``
+restore_cpu           [s]; ``s:limits.cpu``                ``set_resources`` cpu back to the model's
+                                                           (2 x current where the model sets none)
+restore_memory        [s]; ``s:limits.memory``             ``set_resources`` memory, likewise
+restore_config        [s]; ``s:<KEY>``                     ``set_config(s, KEY, <model value>)`` for
+                                                           the first drifted env key
+====================  ==================================  ==========================================
+
+Then per flag ``flag_off(f)`` (culprits: the flag's consumers; artifact ``flag:<f>``;
+``set_config(<flag config map>, f, <default variant>)``), per node ``drain(n)`` (culprits: services
+with pods on n; ``node/<n>``; ``drain_node``) and ``uncordon(n)``, per zone ``failover(z)``.
+
+**Mask**: ``noop`` always; a service action needs an alert firing on ``s`` (for ``restart_edge``
+also on its callee) plus its precondition: a change revision during the marathon (rollback; a source
+change for revert_patch), replicas differing from the model (scale_restore), cpu/memory/env differing
+from the model (restore_*); ``flag_off`` a flag away from its default variant; ``drain`` an alert
+firing on a service of an uncordoned node; ``uncordon`` a cordoned node; ``failover`` a zone with a
+node not ready. The mask reads what ``kubectl get`` and the deploy history show (`ClusterView`).
+
+**Observation** (all in [0, 1] except where noted; ``env.feature_names`` labels every entry): time
+(4), entry traffic of the last interval (3), open incidents (1) and incident slots (8 x 4), alert
+families without a service (12 x 2), flags drifted (16), nodes cordoned / not ready / firing (8 x 3),
+then per service slot (64 x 38): present, alert family state (firing 1, pending 0.5) and age
+(hours, clipped at 1) for 12 families, health (error ratio, p95/2 s, cpu util/2, memory util,
+ready/desired, desired/4 (clipped), restarts/10), drift (env, cpu, memory, replicas), revisions
+during the marathon /5, age of the last change (hours), open incident naming it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from sremarathon_env.tools.policy import services_in_labels
+from wrappers.cluster_view import ClusterView, reverse_diff
+
+MAX_SERVICES = 64
+MAX_FLAGS = 16
+MAX_NODES = 8
+MAX_ZONES = 4
+MAX_INCIDENT_SLOTS = 8
+SERVICE_KINDS = ("restart", "restart_edge", "rollback", "revert_patch", "scale_restore", "scale_out",
+                 "restore_cpu", "restore_memory", "restore_config")
+MAX_ACTIONS = 1 + MAX_SERVICES * len(SERVICE_KINDS) + MAX_FLAGS + 2 * MAX_NODES + MAX_ZONES
+
+#: alert families: (name, substrings of the alert name), first match wins
+FAMILIES = (
+    ("node", ("Node",)),
+    ("capacity", ("Overcommit", "Quota")),
+    ("crash", ("CrashLoop", "Restart")),
+    ("not_ready", ("NotReady", "NotRunning")),
+    ("deployment", ("Deployment",)),
+    ("image_config", ("Waiting", "ImagePull", "ConfigError")),
+    ("memory", ("OOM", "Memory")),
+    ("cpu", ("CPU",)),
+    ("endpoints", ("NoEndpoints", "TargetDown", "TrafficStopped")),
+    ("errors", ("Error", "Failure")),
+    ("latency", ("Latency", "Slow", "Lag")),
+    ("other", ("",)),
+)
+N_FAM = len(FAMILIES)
+SVC_FEATURES = 1 + 2 * N_FAM + 7 + 4 + 3
+GLOBAL_FEATURES = 4 + 3 + 1 + MAX_INCIDENT_SLOTS * 4 + 2 * N_FAM + MAX_FLAGS + MAX_NODES * 3
+OBS_DIM = GLOBAL_FEATURES + MAX_SERVICES * SVC_FEATURES
+
+
+def family_of(alertname: str) -> int:
+    for i, (_, keys) in enumerate(FAMILIES):
+        if any(k in alertname for k in keys):
+            return i
+    return N_FAM - 1
+
+
+class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Wrap a core `SREMarathonEnv` (or a `gym.make` of one). See the module docstring."""
+
+    def __init__(self, env: gym.Env):
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        core = env.unwrapped
+        from apps import load_app
+
+        self.app = load_app(core.config.app)
+        svcs = self.app.service_names
+        if len(svcs) > MAX_SERVICES or len(self.app.flags) > MAX_FLAGS or len(self.app.topology.nodes) > MAX_NODES:
+            raise ValueError(f"app {self.app.name} exceeds the RL view's maxima")
+        self.services = list(svcs)
+        self.flags = [f.name for f in self.app.flags]
+        self.nodes = [n.name for n in self.app.topology.nodes]
+        self.zones = sorted({n.zone for n in self.app.topology.nodes})[:MAX_ZONES]
+        self.horizon = float(core.config.horizon_s)
+        self.injection = float(core.config.injection_s)
+        self.observation_space = spaces.Dict({
+            "observations": spaces.Box(-1.0, 1.0, shape=(OBS_DIM,), dtype=np.float32),
+            "action_mask": spaces.Box(0.0, 1.0, shape=(MAX_ACTIONS,), dtype=np.float32),
+        })
+        self.action_space = spaces.Discrete(MAX_ACTIONS)
+        self.action_labels = self._labels()
+        self.feature_names = self._feature_names()
+        self._svc_of_fp: dict[str, list[str]] = {}
+        self._last_mask = np.zeros(MAX_ACTIONS, dtype=np.float32)
+        self._last_mask[0] = 1.0
+
+    # -- catalogue ----------------------------------------------------------------------------------
+    def _labels(self) -> list[str]:
+        labels = ["noop"]
+        for i in range(MAX_SERVICES):
+            s = self.services[i] if i < len(self.services) else None
+            labels += [f"{k}({s})" if s else f"pad(service{i}.{k})" for k in SERVICE_KINDS]
+        labels += [f"flag_off({self.flags[i]})" if i < len(self.flags) else f"pad(flag{i})" for i in range(MAX_FLAGS)]
+        labels += [f"drain({self.nodes[i]})" if i < len(self.nodes) else f"pad(drain{i})" for i in range(MAX_NODES)]
+        labels += [f"uncordon({self.nodes[i]})" if i < len(self.nodes) else f"pad(uncordon{i})"
+                   for i in range(MAX_NODES)]
+        labels += [f"failover({self.zones[i]})" if i < len(self.zones) else f"pad(zone{i})" for i in range(MAX_ZONES)]
+        assert len(labels) == MAX_ACTIONS
+        return labels
+
+    def _feature_names(self) -> list[str]:
+        fam = [f for f, _ in FAMILIES]
+        names = ["t_frac", "invocation_frac", "injection_phase", "time_left_frac", "entry_failed", "entry_slow",
+                 "entry_degraded", "open_incidents"]
+        for k in range(MAX_INCIDENT_SLOTS):
+            names += [f"incident{k}.{x}" for x in ("open", "age_h", "alerts", "culprits")]
+        names += [f"global.{f}.state" for f in fam] + [f"global.{f}.age_h" for f in fam]
+        names += [f"flag{k}.drift" for k in range(MAX_FLAGS)]
+        for k in range(MAX_NODES):
+            names += [f"node{k}.{x}" for x in ("cordoned", "not_ready", "firing")]
+        for i in range(MAX_SERVICES):
+            p = f"svc{i}."
+            names += [p + "present"] + [p + f + ".state" for f in fam] + [p + f + ".age_h" for f in fam]
+            names += [p + x for x in ("error_ratio", "p95", "cpu_util", "mem_util", "ready_frac", "desired",
+                                      "restarts", "env_drift", "cpu_drift", "mem_drift", "replica_drift",
+                                      "revisions", "change_age_h", "incident")]
+        assert len(names) == OBS_DIM
+        return names
+
+    # -- Gymnasium API ------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        _, info = self.env.reset(seed=seed, options=options)
+        self._svc_of_fp = {}
+        obs = self._observe()
+        return obs, info
+
+    def step(self, action: Any):
+        a = int(np.asarray(action).item()) if not isinstance(action, (int, np.integer)) else int(action)
+        calls = self.calls_for(a)
+        core = self.env.unwrapped
+        if calls is None:
+            _, reward, term, trunc, info = self.env.step([])
+        else:
+            # reads first, then report_incident; the intervention cites the incident just opened
+            reads, report, intervention = calls
+            for c in reads:
+                core.call(c["tool"], c["args"])
+            res = core.call("report_incident", report)
+            if intervention is not None:
+                iid = res.result["incident"]["id"] if res.ok and isinstance(res.result, dict) else None
+                core.call(intervention["tool"], {**intervention["args"], "incident_id": iid})
+            _, reward, term, trunc, info = core.end_invocation()
+        info = dict(info)
+        info["action_label"] = self.action_labels[a] if 0 <= a < MAX_ACTIONS else f"invalid({a})"
+        info["action_valid"] = bool(0 <= a < MAX_ACTIONS and self._last_mask[a] > 0)
+        obs = self._observe() if not trunc else self._final_obs()
+        return obs, reward, term, trunc, info
+
+    # -- actions ------------------------------------------------------------------------------------
+    def _firing(self) -> tuple[dict[str, list[str]], list[dict]]:
+        """fingerprints of firing alerts per service, and the full active alert dicts."""
+        m = self.env.unwrapped.marathon
+        per: dict[str, list[str]] = {}
+        active = m.alert_engine.active()
+        for a in active:
+            if a["state"] != "firing":
+                continue
+            for s in self._services_of(a):
+                per.setdefault(s, []).append(a["fingerprint"])
+        return per, active
+
+    def _services_of(self, a: dict) -> list[str]:
+        fp = a["fingerprint"]
+        hit = self._svc_of_fp.get(fp)
+        if hit is None:
+            hit = self._svc_of_fp[fp] = services_in_labels(self.app, a.get("labels") or {})
+        return hit
+
+    def calls_for(self, a: int) -> tuple[list[dict], dict, dict | None] | None:
+        """The (reads, report_incident args, intervention) of action ``a`` in the current state; None
+        for ``noop``, a padded, out-of-range or currently invalid action (which run as ``noop``)."""
+        if not 0 < a < MAX_ACTIONS or self._last_mask[a] <= 0:
+            return None
+        core = self.env.unwrapped
+        m = core.marathon
+        cv = ClusterView(m.backend, self.app)
+        per, _ = self._firing()
+        label = self.action_labels[a]
+        k = a - 1
+        n_svc = MAX_SERVICES * len(SERVICE_KINDS)
+        if k < n_svc:
+            s = self.services[k // len(SERVICE_KINDS)]
+            kind = SERVICE_KINDS[k % len(SERVICE_KINDS)]
+            return self._service_calls(cv, per, s, kind, label)
+        k -= n_svc
+        if k < MAX_FLAGS:
+            flag = next(f for f in self.app.flags if f.name == self.flags[k])
+            culprits = [c for c in flag.consumers if c in self.services]
+            return ([{"tool": "kubectl_get", "args": {"kind": "configmap", "name": self.app.flags_config_map}}],
+                    self._report(per, culprits, f"flag:{flag.name}", label),
+                    {"tool": "set_config", "args": {"target": self.app.flags_config_map, "key": flag.name,
+                                                    "value": flag.default_variant}})
+        k -= MAX_FLAGS
+        if k < 2 * MAX_NODES:
+            node = self.nodes[k % MAX_NODES]
+            culprits = cv.services_on_nodes([node])
+            reads = [{"tool": "kubectl_get", "args": {"kind": "nodes"}}]
+            if k < MAX_NODES:
+                return reads, self._report(per, culprits, f"node/{node}", label), \
+                    {"tool": "drain_node", "args": {"node": node}}
+            return reads, self._report(per, culprits, f"node/{node}", label), \
+                {"tool": "uncordon_node", "args": {"node": node}}
+        k -= 2 * MAX_NODES
+        zone = self.zones[k]
+        culprits = cv.services_on_nodes(cv.zone_nodes(zone))
+        return ([{"tool": "kubectl_get", "args": {"kind": "nodes"}}], self._report(per, culprits, f"zone/{zone}", label),
+                {"tool": "failover_zone", "args": {"zone": zone}})
+
+    def _report(self, per: dict[str, list[str]], culprits: list[str], artifact: str, label: str) -> dict:
+        fps: list[str] = []
+        for s in culprits:
+            for fp in per.get(s, ()):
+                if fp not in fps:
+                    fps.append(fp)
+        return {"title": f"rl: {label}"[:200], "alert_fingerprints": fps[:200], "culprit_services": culprits[:50],
+                "artifact": artifact, "summary": f"RL view action {label}"}
+
+    def _service_calls(self, cv: ClusterView, per: dict, s: str, kind: str, label: str):
+        spec = self.app.service(s)
+        dep_read = {"tool": "kubectl_get", "args": {"kind": "deployment", "name": s, "output": "json"}}
+        hist_read = {"tool": "get_deploy_history", "args": {"service": s, "include_diffs": True, "limit": 5}}
+        if kind == "restart":
+            return [], self._report(per, [s], s, label), {"tool": "restart", "args": {"service": s}}
+        if kind == "restart_edge":
+            c = self._edge_callee(per, s)
+            return [], self._report(per, [s, c], f"{s}->{c}", label), {"tool": "restart", "args": {"service": s}}
+        if kind in ("rollback", "revert_patch"):
+            rev, prev, _, artifact = cv.last_change(s)
+            if kind == "rollback":
+                return [hist_read], self._report(per, [s], artifact, label), \
+                    {"tool": "rollback", "args": {"service": s, "to_revision": prev}}
+            return [hist_read], self._report(per, [s], artifact, label), \
+                {"tool": "patch_source", "args": {"service": s, "diff": reverse_diff(cv.latest_diff(s)),
+                                                  "message": f"revert revision {rev}"}}
+        if kind == "scale_restore":
+            return [dep_read], self._report(per, [s], f"{s}:replicas", label), \
+                {"tool": "scale", "args": {"service": s, "replicas": max(int(spec.replicas), 1)}}
+        if kind == "scale_out":
+            n = min(max(4, 2 * cv.desired_replicas(s)), 50)
+            return [dep_read], self._report(per, [s], "load", label), {"tool": "scale", "args": {"service": s, "replicas": n}}
+        if kind in ("restore_cpu", "restore_memory"):
+            cur = cv.resources(s)
+            res = spec.resources
+            keys = ("cpu_request_m", "cpu_limit_m") if kind == "restore_cpu" else ("mem_request_mi", "mem_limit_mi")
+            args: dict[str, Any] = {"service": s}
+            for key in keys:
+                want = getattr(res, key)
+                if want is None and cur.get(key) is not None:
+                    want = min(int(cur[key]) * 2, 64000)
+                if want is not None and want != cur.get(key):
+                    args[key] = int(want)
+            req, lim = keys
+            if req in args or lim in args:  # keep request <= limit
+                r = args.get(req, cur.get(req))
+                li = args.get(lim, cur.get(lim))
+                if r is not None and li is not None and r > li:
+                    args[req] = int(li)
+            if len(args) == 1:
+                args[lim] = int(cur.get(lim) or getattr(res, lim) or (1000 if kind == "restore_cpu" else 512))
+            artifact = f"{s}:limits.cpu" if kind == "restore_cpu" else f"{s}:limits.memory"
+            return [dep_read], self._report(per, [s], artifact, label), {"tool": "set_resources", "args": args}
+        # restore_config
+        key = cv.env_drift(s)[0]
+        return [dep_read], self._report(per, [s], f"{s}:{key}", label), \
+            {"tool": "set_config", "args": {"target": s, "key": key, "value": spec.env.get(key)}}
+
+    def _edge_callee(self, per: dict, s: str) -> str:
+        best, n = None, 0
+        for c in self.app.callees(s):
+            k = len(per.get(c, ()))
+            if k > n:
+                best, n = c, k
+        return best or (self.app.callees(s)[0] if self.app.callees(s) else s)
+
+    # -- observation and mask -----------------------------------------------------------------------
+    def _final_obs(self) -> dict[str, np.ndarray]:
+        return self._observe()
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        core = self.env.unwrapped
+        m = core.marathon
+        cv = ClusterView(m.backend, self.app)
+        now = float(m.now)
+        x = np.zeros(OBS_DIM, dtype=np.float32)
+        mask = np.zeros(MAX_ACTIONS, dtype=np.float32)
+        mask[0] = 1.0
+        n_inv = max(core.n_invocations, 1)
+        x[0:4] = (now / self.horizon, m.invocation_index / n_inv, float(now <= self.injection),
+                  max(self.horizon - now, 0.0) / self.horizon)
+        ev = _last_entry(m)
+        x[4:7] = ev
+        incs = m.ctx.incidents.all()
+        open_incs = [i for i in incs if i.status == "open"]
+        x[7] = min(len(open_incs) / 20.0, 1.0)
+        j = 8
+        for i in open_incs[-MAX_INCIDENT_SLOTS:]:
+            x[j:j + 4] = (1.0, min((now - i.opened_at) / 3600.0, 1.0), min(len(i.alert_fingerprints) / 20.0, 1.0),
+                          min(len(i.culprit_services) / 10.0, 1.0))
+            j += 4
+        j = 8 + 4 * MAX_INCIDENT_SLOTS
+        g0 = j
+        j += 2 * N_FAM
+        per_fam: dict[str, np.ndarray] = {}
+        firing: dict[str, list[str]] = {}
+        for a in m.alert_engine.active():
+            f = family_of(a["alertname"])
+            val = 1.0 if a["state"] == "firing" else 0.5
+            age = min(max(now - float(a.get("active_at") or now), 0.0) / 3600.0, 1.0)
+            svcs = self._services_of(a)
+            if a["state"] == "firing":
+                for s in svcs:
+                    firing.setdefault(s, []).append(a["fingerprint"])
+            targets = [per_fam.setdefault(s, np.zeros(2 * N_FAM, dtype=np.float32)) for s in svcs] or [x[g0:g0 + 2 * N_FAM]]
+            for arr in targets:
+                arr[f] = max(arr[f], val)
+                arr[N_FAM + f] = max(arr[N_FAM + f], age)
+        # flags
+        base = 1 + MAX_SERVICES * len(SERVICE_KINDS)
+        for i, fl in enumerate(self.flags):
+            d = cv.flag_drift(fl)
+            x[j + i] = float(d)
+            mask[base + i] = float(d)
+        j += MAX_FLAGS
+        # nodes
+        nbase = base + MAX_FLAGS
+        for i, n in enumerate(self.nodes):
+            cord, ready = cv.cordoned(n), cv.node_ready(n)
+            on = cv.services_on_nodes([n]) if not cord else []
+            fire = any(s in firing for s in on)
+            x[j + 3 * i: j + 3 * i + 3] = (float(cord), float(not ready), float(fire))
+            mask[nbase + i] = float(fire and not cord)
+            mask[nbase + MAX_NODES + i] = float(cord)
+        j += 3 * MAX_NODES
+        zbase = nbase + 2 * MAX_NODES
+        for i, z in enumerate(self.zones):
+            zn = cv.zone_nodes(z)
+            mask[zbase + i] = float(any(not cv.node_ready(n) for n in zn) and not all(cv.cordoned(n) for n in zn))
+        assert j == GLOBAL_FEATURES
+        # services
+        open_culprits = {c for i in open_incs for c in i.culprit_services}
+        K = len(SERVICE_KINDS)
+        for si, s in enumerate(self.services):
+            o = GLOBAL_FEATURES + si * SVC_FEATURES
+            x[o] = 1.0
+            fam = per_fam.get(s)
+            if fam is not None:
+                x[o + 1:o + 1 + 2 * N_FAM] = fam
+            h = m.backend.service_health(s) or {}
+            desired = float(h.get("desired", 0.0))
+            spec = self.app.service(s)
+            env_d, cpu_d, mem_d = bool(cv.env_drift(s)), cv.resource_drift(s, "cpu"), cv.resource_drift(s, "memory")
+            rep_d = cv.desired_replicas(s) != spec.replicas
+            change = cv.last_change(s)
+            revs = cv.revisions(s)
+            n_new = sum(1 for _, meta, _ in revs if float(meta.get("t", -1.0)) >= 0)
+            change_age = 1.0
+            if change is not None:
+                for rev, meta, _ in revs:
+                    if rev == change[0]:
+                        change_age = min(max(now - float(meta.get("t", 0.0)), 0.0) / 3600.0, 1.0)
+            p = o + 1 + 2 * N_FAM
+            x[p:p + 14] = (
+                _clip(h.get("error_ratio", 0.0)), _clip(h.get("p95_ms", 0.0) / 2000.0), _clip(h.get("cpu_util", 0.0) / 2.0),
+                _clip(h.get("mem_util", 0.0)), _clip(h.get("ready", 0.0) / desired) if desired > 0 else 0.0,
+                _clip(desired / 4.0), _clip(h.get("restarts", 0.0) / 10.0), float(env_d), float(cpu_d), float(mem_d),
+                float(rep_d), _clip(n_new / 5.0), change_age, float(s in open_culprits))
+            fire = s in firing
+            ab = 1 + si * K
+            if fire:
+                mask[ab + 0] = 1.0
+                mask[ab + 1] = float(any(c in firing for c in self.app.callees(s)))
+                mask[ab + 2] = float(change is not None)
+                mask[ab + 3] = float(change is not None and change[2] == "build" and bool(cv.latest_diff(s)))
+                mask[ab + 5] = 1.0
+                mask[ab + 6] = float(cpu_d)
+                mask[ab + 7] = float(mem_d)
+                mask[ab + 8] = float(env_d)
+            mask[ab + 4] = float(rep_d and spec.replicas >= 1)
+        np.clip(x, -1.0, 1.0, out=x)
+        self._last_mask = mask
+        return {"observations": x, "action_mask": mask.copy()}
+
+
+def _clip(v: float) -> float:
+    v = float(v)
+    if not math.isfinite(v):
+        return 1.0 if v > 0 else 0.0
+    return min(max(v, 0.0), 1.0)
+
+
+def _last_entry(m) -> tuple[float, float, float]:
+    """Failed, slow and degraded fractions of entry traffic over the last invocation interval."""
+    tot = fail = slow = deg = 0.0
+    recs = m.recorder.records
+    for r in reversed(recs):
+        if r.kind == "tick":
+            if r.t < m.now - m.config.cadence_s + 1e-9:
+                break
+            e = r.data["entry"]
+            tot += e["total"]
+            fail += e["failed"]
+            slow += e["slow"]
+            deg += e["degraded"]
+        elif r.kind in ("run", "schedule"):
+            break
+    if tot <= 0:
+        return 0.0, 0.0, 0.0
+    return _clip(fail / tot), _clip(slow / tot), _clip(deg / tot)
