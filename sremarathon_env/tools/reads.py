@@ -155,8 +155,8 @@ def get_topology(ctx: "ToolContext", a: S.GetTopology) -> dict:
         "services": [{"name": s.name, "role": s.role, "language": s.language, "protocol": s.protocol,
                       "replicas": s.replicas, "node": s.node, "zone": zone[s.node],
                       "ports": [p.port for p in s.ports]} for s in app.services],
-        "edges": [{"caller": e.caller, "callee": e.callee, "protocol": e.protocol, "on_error": e.on_error,
-                   "asynchronous": e.asynchronous} for e in app.edges],
+        "edge_columns": ["caller", "callee", "protocol", "on_error", "asynchronous"],
+        "edges": [[e.caller, e.callee, e.protocol, e.on_error, e.asynchronous] for e in app.edges],
         "request_paths": [{"name": p.name, "method": p.method, "route": p.route, "weight": p.weight}
                           for p in app.load.paths],
         "nodes": [{"name": n.name, "zone": n.zone, "cpu_m": n.cpu_m, "mem_mi": n.mem_mi}

@@ -102,5 +102,16 @@ def test_topology(rt):
     r = rt.call("get_topology")
     names = [s["name"] for s in r.result["services"]]
     assert names == OB.service_names and r.result["zones"] == ["zone-a", "zone-b"]
-    assert {"caller": "frontend", "callee": "cartservice"}.items() <= next(
-        e for e in r.result["edges"] if e["callee"] == "cartservice" and e["caller"] == "frontend").items()
+    edges = [dict(zip(r.result["edge_columns"], e)) for e in r.result["edges"]]
+    assert {(e["caller"], e["callee"]) for e in edges} == {(e.caller, e.callee) for e in OB.edges}
+    assert next(e for e in edges if e["callee"] == "cartservice" and e["caller"] == "frontend")["protocol"] == "grpc"
+    assert not r.truncated
+
+
+def test_topology_of_the_largest_app_fits_uncut():
+    from apps import load_app
+
+    tt = load_app("train-ticket")
+    rt = ToolRuntime(ToolContext(backend=Recorder(tt), app=tt))
+    r = rt.call("get_topology")
+    assert r.ok and not r.truncated and len(r.result["edges"]) == len(tt.edges)
