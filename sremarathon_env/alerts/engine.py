@@ -37,7 +37,7 @@ from ..telemetry.store import MetricStore
 from . import syntax as S
 from .limits import Limits, QueryError
 from .rangefuncs import RANGE_FUNCS
-from .values import Labels, Scal, StrVal, Vec, Win, dedupe, drop_name, fmt_time, fmt_value, get
+from .values import Labels, Scal, StrVal, Vec, Win, dedupe, drop_names, fmt_time, fmt_value, get, memo
 from .vectorops import aggregate, scalar_scalar, set_op, vector_scalar, vector_vector
 
 _MATH = {
@@ -122,6 +122,7 @@ class PromQLEngine:
         self.default_step_ms = int(round(default_step_s * 1000))
         self._compiled: OrderedDict[str, S.Node] = OrderedDict()
         self._sel_cache: dict[tuple, tuple[int, list]] = {}
+        self._sel_result: dict[tuple, tuple] = {}
         self.step_ms = int(round(store.step_s * 1000))
         self.t0_ms = int(round(store.t0_s * 1000))
 
@@ -282,7 +283,7 @@ class PromQLEngine:
             inner = self._eval(node.expr, ctx)
             if isinstance(inner, Scal):
                 return Scal(-inner.v)
-            return dedupe(Vec([drop_name(lb) for lb in inner.labels], -inner.v, inner.p))
+            return dedupe(Vec(drop_names(inner.labels), -inner.v, inner.p))
         if isinstance(node, S.Agg):
             vec = self._eval(node.expr, ctx)
             param = self._eval(node.param, ctx) if node.param is not None else None
@@ -313,6 +314,14 @@ class PromQLEngine:
         store = self.store
         fams = store.families(sel.name) if sel.name is not None else [f for n in store.names() for f in store.families(n)]
         key = tuple((m.name, m.op, m.value) for m in sel.matchers)
+        shape = (key, tuple(id(f) for f in fams), tuple(len(f) for f in fams))
+        hit = self._sel_result.get(shape[0])
+        if hit is not None and hit[0] == shape:
+            parts, labels = hit[1], hit[2]
+            ctx.series += len(labels)
+            if ctx.series > self.limits.max_series:
+                raise QueryError("too_expensive", f"query touches more than {self.limits.max_series} series")
+            return parts, labels
         parts = []
         labels: list[Labels] = []
         for fam in fams:
@@ -335,6 +344,7 @@ class PromQLEngine:
                 # Prometheus hands series to functions and aggregations sorted by labels
                 labels = [labels[i] for i in order]
                 parts = [("perm", np.asarray(order, dtype=np.intp), parts)]
+        self._sel_result[shape[0]] = (shape, parts, labels)
         ctx.series += len(labels)
         if ctx.series > self.limits.max_series:
             raise QueryError("too_expensive", f"query touches more than {self.limits.max_series} series")
@@ -453,7 +463,7 @@ class PromQLEngine:
                 q = self._eval(sargs[0], ctx).v
             v, p = RANGE_FUNCS[name](w, ctx.times, q)
             keep_name = name == "last_over_time"  # Prometheus 2.x keeps the name only here
-            labels = w.labels if keep_name else [drop_name(lb) for lb in w.labels]
+            labels = w.labels if keep_name else drop_names(w.labels)
             return dedupe(Vec(labels, np.asarray(v, dtype=np.float64), p))
         if name == "absent_over_time":
             w = self._window(args[0], ctx)
@@ -478,7 +488,7 @@ class PromQLEngine:
             q = self._eval(args[0], ctx).v
             return self._histogram_quantile(q, self._eval(args[1], ctx))
         vec = self._eval(args[0], ctx)
-        labels = [drop_name(lb) for lb in vec.labels]
+        labels = drop_names(vec.labels)
         if name in _MATH:
             return dedupe(Vec(labels, _MATH[name](vec.v), vec.p))
         if name == "round":
@@ -496,9 +506,16 @@ class PromQLEngine:
             return dedupe(Vec(labels, np.minimum(vec.v, self._eval(args[1], ctx).v[None, :]), vec.p))
         if name == "label_replace":
             dst, repl, src, rx = (a.val for a in args[1:])
+            out = memo(("label_replace", dst, repl, src, rx), (vec.labels,), lambda: self._label_replace(vec.labels, dst, repl, src, rx))
+            return dedupe(Vec(out, vec.v, vec.p))
+        raise QueryError("bad_data", f"function {name!r} is not supported")
+
+    @staticmethod
+    def _label_replace(labels, dst, repl, src, rx):
+        if True:
             pat = re.compile(rx, re.DOTALL)
             out = []
-            for lb in vec.labels:
+            for lb in labels:
                 m = pat.fullmatch(get(lb, src))
                 if m is None:
                     out.append(lb)
@@ -510,8 +527,7 @@ class PromQLEngine:
                 else:
                     d.pop(dst, None)
                 out.append(tuple(sorted(d.items())))
-            return dedupe(Vec(out, vec.v, vec.p))
-        raise QueryError("bad_data", f"function {name!r} is not supported")
+            return out
 
     @staticmethod
     def _absent_labels(sel: S.Sel | None) -> Labels:
@@ -526,27 +542,33 @@ class PromQLEngine:
                 eq[m.name] = m.value
         return tuple(sorted((k, v) for k, v in eq.items() if k not in dup and v != ""))
 
-    def _histogram_quantile(self, q: np.ndarray, vec: Vec) -> Vec:
-        T = len(q)
+    @staticmethod
+    def _hq_layout(labels: list[Labels]) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
+        """Bucket groups of histogram_quantile: (labels without le, sorted upper bounds, rows)."""
         groups: dict[Labels, list[tuple[float, int]]] = {}
-        for i, lb in enumerate(vec.labels):
-            le = get(lb, "le")
+        for i, lb in enumerate(labels):
             try:
-                ub = float(le)
+                ub = float(get(lb, "le"))
             except ValueError:
                 continue
             key = tuple(x for x in lb if x[0] not in ("__name__", "le"))
             groups.setdefault(key, []).append((ub, i))
-        out_l, out_v, out_p = [], [], []
+        out = []
         for key, members in groups.items():
             members.sort(key=lambda x: x[0])
-            ubs = np.array([u for u, _ in members])
-            rows = np.array([r for _, r in members])
+            out.append((key, np.array([u for u, _ in members]), np.array([r for _, r in members], dtype=np.intp)))
+        return out
+
+    def _histogram_quantile(self, q: np.ndarray, vec: Vec) -> Vec:
+        T = len(q)
+        layout = memo(("hq",), (vec.labels,), lambda: self._hq_layout(vec.labels))
+        out_l, out_v, out_p = [], [], []
+        for key, ubs, rows in layout:
             C = vec.v[rows]
             P = vec.p[rows]
             anyp = P.any(axis=0)
             res = np.full(T, np.nan)
-            uniq = len(np.unique(ubs)) == len(ubs)
+            uniq = len(set(ubs.tolist())) == len(ubs)
             full = P.all(axis=0) & anyp
             if uniq:
                 res = np.where(full, _bucket_quantile(q, ubs, C), res)

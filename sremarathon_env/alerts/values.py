@@ -58,6 +58,30 @@ class Win:
     offset_ms: int
 
 
+_MEMO: dict[tuple, tuple[tuple, object]] = {}
+
+
+def memo(tag: tuple, inputs: tuple[list, ...], fn):
+    """Cache a pure function of label lists by their identity (the lists are kept alive by the cache).
+
+    Selectors return the same list object while their series do not change, so label work
+    (grouping, matching signatures, label_replace) is done once per series set, not per evaluation.
+    """
+    key = (tag, tuple(id(x) for x in inputs))
+    hit = _MEMO.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):
+        return hit[1]
+    if len(_MEMO) > 20000:
+        _MEMO.clear()
+    out = fn()
+    _MEMO[key] = (inputs, out)
+    return out
+
+
+def drop_names(labels: list[Labels]) -> list[Labels]:
+    return memo(("drop",), (labels,), lambda: [drop_name(lb) for lb in labels])
+
+
 def drop_name(lb: Labels) -> Labels:
     if lb and lb[0][0] == "__name__":
         return lb[1:]
@@ -77,14 +101,7 @@ def get(lb: Labels, name: str) -> str:
 
 def dedupe(vec: Vec) -> Vec:
     """Merge rows with equal label sets; two of them present at the same time is an error."""
-    seen: dict[Labels, int] = {}
-    dup = False
-    for i, lb in enumerate(vec.labels):
-        if lb in seen:
-            dup = True
-            break
-        seen[lb] = i
-    if not dup:
+    if not memo(("hasdup",), (vec.labels,), lambda: len(set(vec.labels)) != len(vec.labels)):
         return vec
     order: dict[Labels, list[int]] = {}
     for i, lb in enumerate(vec.labels):

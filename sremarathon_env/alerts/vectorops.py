@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .limits import QueryError
-from .values import Labels, Scal, Vec, dedupe, drop_name, get
+from .values import Labels, Scal, Vec, dedupe, drop_names, get, memo
 
 ARITH_FUNCS = {
     "+": np.add,
@@ -72,23 +72,29 @@ def vector_scalar(op: str, vec: Vec, sc: Scal, scalar_left: bool, return_bool: b
     p = vec.p if keep is None else vec.p & keep
     labels = vec.labels
     if op in ARITH_FUNCS or return_bool:
-        labels = [drop_name(lb) for lb in labels]
+        labels = drop_names(labels)
         return dedupe(Vec(labels, val, p))
     return Vec(labels, val, p)
 
 
+def _sigs(labels: list[Labels], on, names) -> list[tuple]:
+    return memo(("sigs", on, names), (labels,), lambda: [signature(lb, on, names) for lb in labels])
+
+
 def _sig_index(vec: Vec, on, names) -> dict[tuple, list[int]]:
-    out: dict[tuple, list[int]] = {}
-    for i, lb in enumerate(vec.labels):
-        out.setdefault(signature(lb, on, names), []).append(i)
-    return out
+    def build():
+        out: dict[tuple, list[int]] = {}
+        for i, s in enumerate(_sigs(vec.labels, on, names)):
+            out.setdefault(s, []).append(i)
+        return out
+    return memo(("sigidx", on, names), (vec.labels,), build)
 
 
 def set_op(op: str, lhs: Vec, rhs: Vec, on, names) -> Vec:
     T = lhs.v.shape[1]
     rsig = _sig_index(rhs, on, names)
     runion = {s: rhs.p[rows].any(axis=0) for s, rows in rsig.items()}
-    lsigs = [signature(lb, on, names) for lb in lhs.labels]
+    lsigs = _sigs(lhs.labels, on, names)
     none = np.zeros(T, bool)
     if op in ("and", "unless"):
         if not lhs.labels:
@@ -101,61 +107,23 @@ def set_op(op: str, lhs: Vec, rhs: Vec, on, names) -> Vec:
     lunion = {s: lhs.p[rows].any(axis=0) for s, rows in lsig_idx.items()}
     if not rhs.labels:
         return lhs
-    rmask = np.vstack([lunion.get(signature(lb, on, names), none) for lb in rhs.labels])
+    rmask = np.vstack([lunion.get(s, none) for s in _sigs(rhs.labels, on, names)])
     out = Vec(lhs.labels + rhs.labels, np.vstack([lhs.v, rhs.v]), np.vstack([lhs.p, rhs.p & ~rmask]))
     return dedupe(out)
 
 
-def vector_vector(op: str, lhs: Vec, rhs: Vec, card: str, on, names, include, return_bool: bool) -> Vec:
-    T = lhs.v.shape[1]
-    swap = card == "one-to-many"
-    many, one = (rhs, lhs) if swap else (lhs, rhs)
-    # the "one" side: series sharing a signature must never be present at the same time
-    one_idx = _sig_index(one, on, names)
-    one_rows: dict[tuple, int] = {}
-    merged_v, merged_p, merged_lb = [], [], []
-    for s, rows in one_idx.items():
-        if len(rows) > 1:
-            if (one.p[rows].sum(axis=0) > 1).any():
-                side = "left" if swap else "right"
-                raise QueryError(
-                    "execution",
-                    f"found duplicate series for the match group {dict(s) if not on else dict(zip(names, s))} on the {side} "
-                    "hand-side of the operation; many-to-many matching not allowed: matching labels must be unique on one side",
-                )
-            sel = np.argmax(one.p[rows], axis=0)
-            r = np.asarray(rows)[sel]
-            cols = np.arange(T)
-            merged_v.append(one.v[r, cols])
-            merged_p.append(one.p[rows].any(axis=0))
-            merged_lb.append([one.labels[x] for x in rows])  # labels vary by time; take per pair below
-        else:
-            merged_v.append(one.v[rows[0]])
-            merged_p.append(one.p[rows[0]])
-            merged_lb.append([one.labels[rows[0]]])
-        one_rows[s] = len(merged_v) - 1
-    pairs_m, pairs_o = [], []
-    for i, lb in enumerate(many.labels):
-        j = one_rows.get(signature(lb, on, names))
-        if j is not None:
-            pairs_m.append(i)
-            pairs_o.append(j)
-    if not pairs_m:
-        return Vec.empty(T)
-    mi = np.asarray(pairs_m)
-    ov = np.vstack(merged_v)[pairs_o]
-    op_ = np.vstack(merged_p)[pairs_o]
-    mv = many.v[mi]
-    vl, vr = (ov, mv) if swap else (mv, ov)
-    val, keep = _elem(op, vl, vr, return_bool)
-    p = many.p[mi] & op_
-    if keep is not None:
-        p &= keep
-    drop = op in ARITH_FUNCS or return_bool
-    labels = []
-    for i, j in zip(pairs_m, pairs_o):
-        lb = many.labels[i]
-        d = dict(lb)
+def _pairs(many_labels, one_labels, one_idx, drop, card, on, names, include):
+    """Matching pairs (many row, one group) and output label sets: a pure function of the labels."""
+    group_of = {sig: k for k, sig in enumerate(one_idx)}
+    first_row = [rows[0] for rows in one_idx.values()]
+    pairs_m, pairs_o, labels = [], [], []
+    for i, sig in enumerate(_sigs(many_labels, on, names)):
+        j = group_of.get(sig)
+        if j is None:
+            continue
+        pairs_m.append(i)
+        pairs_o.append(j)
+        d = dict(many_labels[i])
         if drop:
             d.pop("__name__", None)
         if card == "one-to-one":
@@ -165,7 +133,7 @@ def vector_vector(op: str, lhs: Vec, rhs: Vec, card: str, on, names, include, re
                 for k in names:
                     d.pop(k, None)
         if include:
-            olb = dict(merged_lb[j][0])
+            olb = dict(one_labels[first_row[j]])
             for k in include:
                 v = olb.get(k, "")
                 if v:
@@ -173,14 +141,53 @@ def vector_vector(op: str, lhs: Vec, rhs: Vec, card: str, on, names, include, re
                 else:
                     d.pop(k, None)
         labels.append(tuple(sorted(d.items())))
+    return pairs_m, pairs_o, labels
+
+
+def vector_vector(op: str, lhs: Vec, rhs: Vec, card: str, on, names, include, return_bool: bool) -> Vec:
+    T = lhs.v.shape[1]
+    swap = card == "one-to-many"
+    many, one = (rhs, lhs) if swap else (lhs, rhs)
+    # the "one" side: series sharing a signature must never be present at the same time
+    one_idx = _sig_index(one, on, names)
+    multi = memo(("multi", on, names), (one.labels,), lambda: [(k, s, rows) for k, (s, rows) in enumerate(one_idx.items()) if len(rows) > 1])
+    firsts = memo(("firsts", on, names), (one.labels,), lambda: np.array([rows[0] for rows in one_idx.values()], dtype=np.intp))
+    merged_v = one.v[firsts] if len(firsts) else np.zeros((0, T))
+    merged_p = one.p[firsts] if len(firsts) else np.zeros((0, T), bool)
+    if multi:
+        merged_v = merged_v.copy()
+        merged_p = merged_p.copy()
+        cols = np.arange(T)
+        for k, s, rows in multi:
+            if (one.p[rows].sum(axis=0) > 1).any():
+                side = "left" if swap else "right"
+                raise QueryError(
+                    "execution",
+                    f"found duplicate series for the match group {dict(s) if not on else dict(zip(names, s))} on the {side} "
+                    "hand-side of the operation; many-to-many matching not allowed: matching labels must be unique on one side",
+                )
+            r = np.asarray(rows)[np.argmax(one.p[rows], axis=0)]
+            merged_v[k] = one.v[r, cols]
+            merged_p[k] = one.p[rows].any(axis=0)
+    drop = op in ARITH_FUNCS or return_bool
+    pairs_m, pairs_o, labels = memo(("vv", drop, card, on, names, include), (many.labels, one.labels),
+                                    lambda: _pairs(many.labels, one.labels, one_idx, drop, card, on, names, include))
+    if not pairs_m:
+        return Vec.empty(T)
+    mi = np.asarray(pairs_m)
+    ov = merged_v[pairs_o]
+    op_ = merged_p[pairs_o]
+    mv = many.v[mi]
+    vl, vr = (ov, mv) if swap else (mv, ov)
+    val, keep = _elem(op, vl, vr, return_bool)
+    p = many.p[mi] & op_
+    if keep is not None:
+        p &= keep
     out = Vec(labels, np.asarray(val, dtype=np.float64), p)
     if card == "one-to-one":
         # two left series matching one right series at the same time
-        seen: dict[Labels, list[int]] = {}
-        for k, lb in enumerate(labels):
-            seen.setdefault(lb, []).append(k)
-        for rows in seen.values():
-            if len(rows) > 1 and (p[rows].sum(axis=0) > 1).any():
+        for rows in memo(("dupgroups",), (labels,), lambda: _dup_groups(labels)):
+            if (p[rows].sum(axis=0) > 1).any():
                 raise QueryError("execution", "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")
     try:
         return dedupe(out)
@@ -188,7 +195,18 @@ def vector_vector(op: str, lhs: Vec, rhs: Vec, card: str, on, names, include, re
         raise QueryError("execution", "multiple matches for labels: grouping labels must ensure unique matches") from None
 
 
+def _dup_groups(labels: list[Labels]) -> list[list[int]]:
+    seen: dict[Labels, list[int]] = {}
+    for k, lb in enumerate(labels):
+        seen.setdefault(lb, []).append(k)
+    return [rows for rows in seen.values() if len(rows) > 1]
+
+
 def _groups(vec: Vec, without: bool, grouping: tuple[str, ...]):
+    return memo(("groups", without, grouping), (vec.labels,), lambda: _groups_uncached(vec, without, grouping))
+
+
+def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
     keys: dict[Labels, int] = {}
     gid = np.empty(len(vec.labels), dtype=np.intp)
     gset = set(grouping)
