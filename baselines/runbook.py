@@ -1,0 +1,143 @@
+"""The runbook policy: a fixed table from alert rule to action, applied per workload.
+
+Firing alerts are grouped by workload (the service or node their labels name). For each workload
+without an open incident, the rule of highest rank among its firing alerts picks the row of
+`RUNBOOK`: a rule that names a broken object (an OOM kill, an image pull failure, a node that is not
+ready, a Service without endpoints) outranks a symptom rule (error rate, latency). The policy reports
+one incident for the workload with the workload as culprit and the row's fault category as the root
+cause (``<workload>:<artifact>``), then runs the row's action once, citing it. Later alerts of the
+same workload join its open incident; the incident is resolved once none of its alerts fires.
+
+>>> RUNBOOK["PodOOMKilled"].rank > RUNBOOK["ServiceErrorRateHigh"].rank
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from baselines.base import Policy, alert_services, alertname, fingerprint, firing, incident_id_of
+
+
+@dataclass(frozen=True)
+class Row:
+    rank: int              # higher wins; >= 50: the rule names a broken object
+    category: str          # the fault category the runbook reports
+    artifact: str          # appended to the workload: "<workload>:<artifact>" ("" = the workload itself)
+    action: Callable[[Any, str], tuple[str, dict] | None]   # (app, workload) -> (tool, args)
+
+
+def _mem_up(app, s):
+    lim = app.service(s).resources.mem_limit_mi or 256
+    return "set_resources", {"service": s, "mem_limit_mi": int(lim * 2)}
+
+
+def _cpu_up(app, s):
+    lim = app.service(s).resources.cpu_limit_m or 500
+    return "set_resources", {"service": s, "cpu_limit_m": int(lim * 2)}
+
+
+def _scale_up(app, s):
+    return "scale", {"service": s, "replicas": max(2, app.service(s).replicas + 1)}
+
+
+def _restore_replicas(app, s):
+    return "scale", {"service": s, "replicas": max(1, app.service(s).replicas)}
+
+
+def _restart(app, s):
+    return "restart", {"service": s}
+
+
+def _rollback(app, s):
+    return "rollback", {"service": s}
+
+
+def _drain(app, node):
+    return "drain_node", {"node": node}
+
+
+RUNBOOK: dict[str, Row] = {
+    # object rules
+    "KubeNodeNotReady": Row(90, "node", "", _drain),
+    "ImagePullFailing": Row(85, "deployment", "image", _rollback),
+    "KubeDeploymentRolloutStuck": Row(80, "deployment", "rollout", _rollback),
+    "PodOOMKilled": Row(75, "resource", "resources.limits.memory", _mem_up),
+    "ServiceHasNoEndpoints": Row(70, "deployment", "replicas", _restore_replicas),
+    "KubePodCrashLooping": Row(65, "deployment", "crashloop", _rollback),
+    "CPUThrottlingHigh": Row(60, "resource", "resources.limits.cpu", _cpu_up),
+    "KubePodNotReady": Row(55, "deployment", "readiness", _restart),
+    "KubeDeploymentReplicasMismatch": Row(52, "deployment", "replicas", _restart),
+    # symptom rules
+    "PodRestartingFrequently": Row(40, "resource", "restarts", _restart),
+    "ServiceErrorRateHigh": Row(30, "dependency", "errors", _restart),
+    "ServiceLatencyP95High": Row(20, "load", "latency", _scale_up),
+    "ErrorBudgetBurn": Row(10, "load", "slo", _scale_up),
+}
+DEFAULT = Row(0, "unknown", "unknown", _restart)
+
+
+def workload_of(app: Any, a: dict[str, Any]) -> str | None:
+    """The workload an alert is about: a node for node rules, else the first service its labels name."""
+    labels = a.get("labels") or {}
+    if labels.get("node") and not alert_services(app, a):
+        return str(labels["node"])
+    svcs = alert_services(app, a)
+    if svcs:
+        return svcs[0]
+    return labels.get("node") or labels.get("entry_service") or None
+
+
+class RunbookPolicy(Policy):
+    name = "runbook"
+
+    def reset(self, app: Any, seed: int) -> None:
+        super().reset(app, seed)
+        self.open: dict[str, str] = {}          # workload -> open incident id
+        self.members: dict[str, set[str]] = {}  # incident id -> fingerprints
+
+    def act(self, session: Any) -> None:
+        obs = session.observation()
+        fire = firing(obs)
+        firing_fps = {fingerprint(a) for a in fire}
+        # resolve incidents whose alerts all stopped firing
+        for w, inc in sorted(self.open.items()):
+            if not (self.members.get(inc, set()) & firing_fps):
+                session.call("resolve_incident", {"incident_id": inc, "summary": "alerts cleared"})
+                del self.open[w]
+        groups: dict[str, list[dict]] = {}
+        for a in fire:
+            w = workload_of(self.app, a)
+            if w:
+                groups.setdefault(w, []).append(a)
+        for w in sorted(groups):
+            alerts = groups[w]
+            fps = sorted({fingerprint(a) for a in alerts})
+            inc = self.open.get(w)
+            if inc is not None:
+                new = [f for f in fps if f not in self.members[inc]]
+                if new:
+                    r = session.call("update_incident", {"incident_id": inc, "add_alert_fingerprints": new})
+                    if r.ok:
+                        self.members[inc].update(new)
+                continue
+            row = max((RUNBOOK.get(alertname(a), DEFAULT) for a in alerts), key=lambda r: r.rank)
+            top = max(alerts, key=lambda a: RUNBOOK.get(alertname(a), DEFAULT).rank)
+            r = session.call("report_incident", {
+                "title": f"{alertname(top)} on {w}", "alert_fingerprints": fps, "culprit_services": [w],
+                "artifact": f"{w}:{row.artifact}" if row.artifact else w,
+                "summary": f"runbook: {alertname(top)} -> {row.category}"})
+            inc = incident_id_of(r)
+            if inc is None:
+                continue
+            self.open[w] = inc
+            self.members[inc] = set(fps)
+            try:
+                act = row.action(self.app, w)
+            except KeyError:  # a node or unknown workload where the row wants a service
+                act = None
+            if act is not None:
+                tool, args = act
+                session.call(tool, {**args, "incident_id": inc})
+        return None
