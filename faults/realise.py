@@ -95,6 +95,24 @@ def _resources_of(backend: Any, service: str) -> dict[str, float | None]:
             "mem_request_mi": _qty_mi(req.get("memory")), "cpu_request_m": _qty_m(req.get("cpu"))}
 
 
+def _pods_on_node(backend: Any, node: str) -> int:
+    try:
+        pods = backend.k8s_get("pod") or []
+    except Exception:  # noqa: BLE001
+        return 0
+    return sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") == node
+               and (p.get("status") or {}).get("phase") in ("Running", "Pending"))
+
+
+def _scaled_as_repaired(fault: Fault, backend: Any) -> bool:
+    for opt in fault.repairs:
+        if opt.tool == "scale":
+            d = backend.service_health(opt.args["service"]).get("desired")
+            if d is not None and d >= int(opt.args["replicas"]):
+                return True
+    return False
+
+
 def _apply_files(backend: Any, service: str, changes: list[FileChange]) -> dict[str, str] | None:
     out: dict[str, str] = {}
     for fc in changes:
@@ -158,9 +176,22 @@ def artifact_ok(fault: Fault, handle: FaultHandle, backend: Any) -> bool:
     r = fault.realisation
     if r.kind == "effects":
         active = getattr(backend, "effect_active", None)
+        if handle.reverted:
+            return True
         if active is None:
-            return handle.reverted
-        return not any(active(x) for x in handle.effect_handles)
+            return False
+        for x, e in zip(handle.effect_handles, r.effects):
+            if not active(x):
+                continue
+            if e.kind == "node_down":   # nobody can fix the node: corrected once nothing runs on it
+                if _pods_on_node(backend, e.node):
+                    return False
+            elif e.kind == "load_factor":  # nobody can stop the users: corrected once capacity is added
+                if not _scaled_as_repaired(fault, backend):
+                    return False
+            else:
+                return False
+        return True
     if r.kind == "scale":
         d = backend.service_health(r.service).get("desired")
         return d is not None and d >= max(1, handle.prior.get("replicas", 1))
