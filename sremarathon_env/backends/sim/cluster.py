@@ -267,7 +267,11 @@ class Cluster:
         self.p_cpu_lim[slot] = res["cpu_limit_m"] / 1000.0 if res.get("cpu_limit_m") else np.nan
         self.p_mem_lim[slot] = float(res["mem_limit_mi"]) if res.get("mem_limit_mi") else np.nan
         self.p_cpu_req[slot] = res["cpu_request_m"] / 1000.0 if res.get("cpu_request_m") else np.nan
-        self.p_mem_req[slot] = float(res["mem_request_mi"]) if res.get("mem_request_mi") else np.nan
+        # an unset request defaults to the limit (as the API server does)
+        req = res.get("mem_request_mi") or res.get("mem_limit_mi")
+        self.p_mem_req[slot] = float(req) if req else np.nan
+        if not res.get("cpu_request_m") and res.get("cpu_limit_m"):
+            self.p_cpu_req[slot] = res["cpu_limit_m"] / 1000.0
         self.layout_version += 1
         self.dirty = True
         if not quiet:
@@ -316,28 +320,38 @@ class Cluster:
         self._at(pod, t + 0.5, "pull")
 
     def _pick_node(self, pod: Pod) -> int | None:
-        spec = self.deployments[self.svc_names[pod.svc]].spec if self.deployments else self.app.services[pod.svc]
+        """Feasible node (ready, schedulable, requests fit) with the best score: fewest pods of the
+        same revision on the node, then the service's preferred node (its spec node, a soft
+        affinity), then fewest same-revision pods in the zone, then the preferred zone, then the
+        least requested CPU; ties by node order."""
+        spec = self.app.services[pod.svc]
         res = pod.rs.template["resources"]
-        need_cpu = (res.get("cpu_request_m") or 0) / 1000.0
-        need_mem = float(res.get("mem_request_mi") or 0)
-        act = self.p_active[: len(self.pods)] & np.array([not p.deleted for p in self.pods]) if self.pods else None
-        if act is not None and pod.slot < len(act):
+        need_cpu = (res.get("cpu_request_m") or res.get("cpu_limit_m") or 0) / 1000.0
+        need_mem = float(res.get("mem_request_mi") or res.get("mem_limit_mi") or 0)
+        n_all = len(self.pods)
+        act = self.p_active[:n_all].copy()
+        for p in self.pods:
+            if p.deleted or p.node < 0:
+                act[p.slot] = False
+        if pod.slot < n_all:
             act[pod.slot] = False      # the pod being placed does not count against itself
+        nodes_of = self.p_node[:n_all]
+        mine = act & (self.p_rs[:n_all] == pod.rs.id)
+        pref_zone = next((n.zone for n in self.nodes if n.name == spec.node), None)
+        zone_of = np.array([self.nodes[k].zone for k in nodes_of]) if n_all else np.zeros(0, dtype=object)
         best = None
         for n in self.nodes:
             if not n.ready or n.cordoned:
                 continue
-            on = act & (self.p_node[: len(self.pods)] == n.index) if act is not None else None
-            used_cpu = float(np.nansum(self.p_cpu_req[: len(self.pods)][on])) if on is not None else 0.0
-            used_mem = float(np.nansum(self.p_mem_req[: len(self.pods)][on])) if on is not None else 0.0
+            on = act & (nodes_of == n.index)
+            used_cpu = float(np.nansum(self.p_cpu_req[:n_all][on]))
+            used_mem = float(np.nansum(self.p_mem_req[:n_all][on]))
             if used_cpu + need_cpu > n.cpu_m / 1000.0 or used_mem + need_mem > n.mem_mi:
                 continue
-            same = int(np.sum(on & (self.p_svc[: len(self.pods)] == pod.svc))) if on is not None else 0
-            zone_same = 0
-            if act is not None:
-                zn = np.array([self.nodes[k].zone == n.zone for k in self.p_node[: len(self.pods)]])
-                zone_same = int(np.sum(act & zn & (self.p_svc[: len(self.pods)] == pod.svc)))
-            score = (same, 0 if n.name == spec.node else 1, zone_same, used_cpu / (n.cpu_m / 1000.0), n.index)
+            same = int(np.sum(mine & (nodes_of == n.index)))
+            zone_same = int(np.sum(mine & (zone_of == n.zone))) if n_all else 0
+            score = (same, 0 if n.name == spec.node else 1, zone_same, 0 if n.zone == pref_zone else 1,
+                     used_cpu / (n.cpu_m / 1000.0), n.index)
             if best is None or score < best[0]:
                 best = (score, n.index)
         return None if best is None else best[1]

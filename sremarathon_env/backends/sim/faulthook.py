@@ -267,6 +267,20 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
                 r.path_factor[m.path_names.index(e.path)] *= e.factor
         elif k == "consumer_slow" and svc is not None:
             r.consumer_slow[svc] *= e.factor
+    # load paths gated by a flag: the variant's value multiplies the path's requests (0/false: none)
+    for i, path in enumerate(m.app.load.paths):
+        gate = getattr(path, "gated_by_flag", None)
+        if gate:
+            flag = sim._flag(gate)
+            variant = sim.flag_variant(gate)
+            value = flag.variants.get(variant, 0) if flag is not None else 0
+            if isinstance(value, bool):
+                factor = 1.0 if value else 0.0
+            elif isinstance(value, (int, float)):
+                factor = float(value)
+            else:
+                factor = 0.0 if str(value).lower() in ("", "off", "false", "0") else 1.0
+            r.path_factor[i] *= factor
     for svc, f, w, rs in cfg_active:
         r.active.append((f"config:{m.svc_names[svc]}", f"{f.kind}:{f.callee}:{f.reason}:{f.ms}@{w:.3f}"))
         if f.kind in ("edge_unreach", "edge_app") and f.callee in m.svc_index:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sremarathon_env.backends.sim.traffic import bucket_cdf
+from sremarathon_env.backends.sim.util import seqsum
 from sremarathon_env.telemetry.catalogue import CATALOGUE, LATENCY_BUCKETS_MS
 from sremarathon_env.telemetry.store import Family, MetricStore
 
@@ -160,7 +161,7 @@ class MetricWriter:
                         app, reached - app, app], axis=2)
         np.maximum(inc, 0.0, out=inc)
         inc *= dt
-        cum = self.req_cum + np.cumsum(inc, axis=0)
+        cum = seqsum(self.req_cum, inc)
         self.req_cum = cum[-1]
         new = (self.req_cum >= 0.5) & ~self.req_on & self.req_allowed
         if new.any():
@@ -174,11 +175,11 @@ class MetricWriter:
         n = np.stack([rate, reached], axis=2) * (dt * self.src_mask)                          # (K, nm, 2)
         cdf = bucket_cdf(lat.reshape(-1), sig.reshape(-1)).reshape(K, nm, 2, -1)
         h_inc = np.concatenate([cdf * n[..., None], n[..., None]], axis=3)
-        h = self.h_cum + np.cumsum(h_inc, axis=0)
+        h = seqsum(self.h_cum, h_inc)
         self.h_cum = h[-1]
-        hs = self.h_sum_cum + np.cumsum(n * lat, axis=0)
+        hs = seqsum(self.h_sum_cum, n * lat)
         self.h_sum_cum = hs[-1]
-        hc = self.h_cnt_cum + np.cumsum(n, axis=0)
+        hc = seqsum(self.h_cnt_cum, n)
         self.h_cnt_cum = hc[-1]
         self.h_bucket._data[: self.h_cum.size, cols] = h.reshape(K, -1).T
         self.h_sum._data[: self.h_sum_cum.size, cols] = hs.reshape(K, -1).T
@@ -186,11 +187,11 @@ class MetricWriter:
         # load generator
         req = out.path_req_rate * dt
         failed = req * out.path_fail
-        lg = self.lg_cum + np.cumsum(np.stack([req - failed, failed], axis=2), axis=0)
+        lg = seqsum(self.lg_cum, np.stack([req - failed, failed], axis=2))
         self.lg_cum = lg[-1]
-        sl = self.lg_slow_cum + np.cumsum(req * out.path_slow * (1.0 - out.path_fail), axis=0)
+        sl = seqsum(self.lg_slow_cum, req * out.path_slow * (1.0 - out.path_fail))
         self.lg_slow_cum = sl[-1]
-        dg = self.lg_deg_cum + np.cumsum(req * out.path_degraded, axis=0)
+        dg = seqsum(self.lg_deg_cum, req * out.path_degraded)
         self.lg_deg_cum = dg[-1]
         self.lg_req._data[: self.lg_cum.size, cols] = lg.reshape(K, -1).T
         self.lg_slow._data[: len(self.lg_slow_cum), cols] = sl.T

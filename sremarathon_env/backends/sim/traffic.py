@@ -5,8 +5,8 @@ All arrays, no per-request objects. One call of ``step`` costs a few dozen numpy
 1. node rates = task rate of its path x calls per task; service and edge rates by ``bincount``;
 2. utilisation per service = CPU demand / (ready replicas x CPU limit) gives an M/M/1-style queueing
    factor (capped) for the service time, and past saturation a shed (timeout) error share;
-3. per-call latency = own time + network (zone mix of the edge, netem delay); subtree latency
-   ``A_lat @ x``, with deadline edges truncating (a lognormal's expected overshoot is removed and the
+3. per-call latency = own time + network (zone mix of the edge, netem delay); subtree latency summed
+   up the tree level by level (what ``A_lat @ x`` says), with deadline edges truncating (a lognormal's expected overshoot is removed and the
    overshooting share becomes an error on that edge);
 4. errors: unreachable (no endpoints, refused, no such host), application (effects, shed, failed
    ``fail`` children via ``A_fail``), timeouts; degradation of entry requests via ``B_deg``.
@@ -84,26 +84,59 @@ class TickOutputs:
     edge_sigma: np.ndarray
 
 
+class _Groups:
+    """Column sums by group without BLAS: ``sum(X)[:, g] = sum of X[:, j] for j in group g``."""
+
+    def __init__(self, group_of: np.ndarray, n_groups: int, weight: np.ndarray | None = None):
+        order = np.argsort(group_of, kind="stable")
+        g = group_of[order]
+        self.order = order
+        self.starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, dtype=np.intp)
+        self.present = g[self.starts] if len(g) else np.zeros(0, dtype=np.intp)
+        self.n = n_groups
+        self.weight = None if weight is None else weight[order]
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        out = np.zeros(X.shape[:-1] + (self.n,))
+        if len(self.order):
+            cols = X[..., self.order]
+            if self.weight is not None:
+                cols = cols * self.weight
+            out[..., self.present] = np.add.reduceat(cols, self.starts, axis=-1)
+        return out
+
+
 class TrafficModel:
-    """Vectorised over ticks too: ``task_rate`` is (K, P) for K ticks with the same inputs."""
+    """Vectorised over ticks too: ``task_rate`` is (K, P) for K ticks with the same inputs.
+
+    Subtree sums run level by level up the call trees (deepest calls first) with ``reduceat``, so
+    a tick costs O(K x calls x depth) ufunc work and no BLAS (no thread pools on a shared core)."""
 
     def __init__(self, m: CompiledApp):
         self.m = m
         self._w_root = np.where(m.node_is_root, m.node_mult, 1.0)  # per-request normaliser of root rows
-        self._dl = m.deadline_nodes
-        self._dl_k = np.log(m.node_deadline[self._dl]) if len(self._dl) else np.zeros(0)
-        self._dl_K = np.exp(self._dl_k)
-        self._A_lat_T = np.ascontiguousarray(m.A_lat.T)
-        self._A_fail_T = np.ascontiguousarray(m.A_fail.T)
-        self._B_deg_T = np.ascontiguousarray(m.B_deg.T)
-        self._A_dl_T = np.ascontiguousarray(m.A_lat_dl.T)
-        self._M_svc = np.zeros((m.N, m.S))
-        self._M_svc[np.arange(m.N), m.node_svc] = 1.0
-        self._M_edge = np.zeros((m.N, m.E))
-        self._M_edge[np.arange(m.N), m.node_edge] = 1.0
+        self._cpu_s = m.cpu_ms_per_call * 1e-3
         self._log_slow = np.log(SLOW_MS)
         self._root_rpt = m.path_rpt
-        self._cpu_s = m.cpu_ms_per_call * 1e-3
+        self._svc = _Groups(m.node_svc, m.S)
+        self._edge = _Groups(m.node_edge, m.E)
+        # levels, deepest first: (nodes, deadline positions in nodes, lat-propagation, fail-propagation)
+        par = m.node_parent
+        sync_child = ~m.node_async | m.node_async[np.maximum(par, 0)]
+        w_lat = np.where(sync_child, m.node_count, 0.0)
+        w_fail = np.where(sync_child & (m.node_on_error == 0), m.node_count, 0.0)
+        self._levels = []
+        for d in range(int(m.node_depth.max()), 0, -1):
+            nodes = np.flatnonzero(m.node_depth == d)
+            dl = nodes[np.isfinite(m.node_deadline[nodes]) & ~m.node_async[nodes]]
+            parents = par[nodes]
+            lat_g = _Groups(parents, m.N, w_lat[nodes])
+            fail_g = _Groups(parents, m.N, w_fail[nodes])
+            self._levels.append((nodes, dl, np.log(m.node_deadline[dl]), m.node_deadline[dl], lat_g, fail_g))
+        # degradation: degrade-edge calls reached through fail edges from each path's root
+        deg_nodes = np.flatnonzero(m.B_deg.sum(axis=0) > 0)
+        self._deg_nodes = deg_nodes
+        self._deg = _Groups(m.node_path[deg_nodes], m.P, m.B_deg[m.node_path[deg_nodes], deg_nodes])
 
     def healthy_inputs(self, ready: np.ndarray | None = None, cpu_limit_cores: np.ndarray | None = None) -> TickInputs:
         m = self.m
@@ -121,52 +154,50 @@ class TrafficModel:
         unreach = np.maximum(inp.e_unreach, ((inp.ready[m.node_svc] <= 0) | inp.no_endpoints[m.node_svc]).astype(float))
         inp._unreach = unreach
         inp._reach = 1.0 - unreach
-        inp._base_ms = m.service_ms[m.node_svc]
         inp._x_fixed = ((inp.lat_add + inp.net_ms) * inp._reach + unreach) * self._w_root
-        inp._x_q = inp._base_ms * inp._reach * self._w_root
+        inp._x_q = m.service_ms[m.node_svc] * inp._reach * self._w_root
         inp._cap = np.where(inp.capacity > 0, inp.capacity, EPS)
         inp._has_cap = inp.capacity > 0
-        inp._e_app = np.minimum(inp.e_app + m.intrinsic_error[m.node_svc], 1.0)
-        inp._log_reach_app = np.log(np.maximum(inp._reach * (1.0 - inp._e_app), EPS))
+        e_app = np.minimum(inp.e_app + m.intrinsic_error[m.node_svc], 1.0)
+        inp._log_reach_app = np.log(np.maximum(inp._reach * (1.0 - e_app), EPS))
 
     def step(self, task_rate: np.ndarray, inp: TickInputs) -> TickOutputs:
         m = self.m
         if inp._x_fixed is None:
             self.prepare(inp)
         task_rate = np.atleast_2d(task_rate)
+        K = task_rate.shape[0]
         node_rate = task_rate[:, m.node_path] * m.node_mult
-        svc_rate = node_rate @ self._M_svc
+        svc_rate = self._svc(node_rate)
         demand = svc_rate * self._cpu_s + inp.burn
         rho = np.where(inp._has_cap, demand / inp._cap, np.inf)
-        rc = np.minimum(rho, 0.95)
-        q = np.where(rho < 0.95, 1.0 / (1.0 - rc), 20.0 * np.minimum(rho, 50.0))
+        q = np.where(rho < 0.95, 1.0 / (1.0 - np.minimum(rho, 0.95)), 20.0 * np.minimum(rho, 50.0))
         rho1 = np.minimum(rho, 1.0)
-        sig_svc = BASE_SIGMA + 0.4 * rho1 * rho1
-        x = inp._x_fixed + q[:, m.node_svc] * inp._x_q
-        lat = x @ self._A_lat_T
-        sigma = sig_svc[:, m.node_svc]
-        K = task_rate.shape[0]
-        unreach = inp._unreach
-        logv = np.broadcast_to(inp._log_reach_app, (K, m.N)).copy()
+        sigma = (BASE_SIGMA + 0.4 * rho1 * rho1)[:, m.node_svc]
+        lat = inp._x_fixed + q[:, m.node_svc] * inp._x_q
+        logs_ = np.repeat(inp._log_reach_app[None, :], K, axis=0)
         shed_any = rho > 1.0
         if shed_any.any():
             shed = np.where(shed_any, 1.0 - 1.0 / np.maximum(rho, 1.0), 0.0)
-            logv += np.log(np.maximum(1.0 - shed[:, m.node_svc], EPS))
+            logs_ += np.log(np.maximum(1.0 - shed[:, m.node_svc], EPS))
         timeout = np.zeros((K, m.N))
-        if len(self._dl):
-            dl = self._dl
-            mean = lat[:, dl]
-            s = sigma[:, dl]
-            mu = np.log(np.maximum(mean, EPS)) - 0.5 * s * s
-            p_over = norm_cdf((mu - self._dl_k) / s)
-            overshoot = mean * norm_cdf((mu + s * s - self._dl_k) / s) - self._dl_K * p_over
-            lat -= np.maximum(overshoot, 0.0) @ self._A_dl_T
-            t_dl = p_over * inp._reach[dl]
-            timeout[:, dl] = t_dl
-            logv[:, dl] += np.log(np.maximum(1.0 - t_dl, EPS))
-        fail = 1.0 - np.exp(logv @ self._A_fail_T)
-        deg_ok = np.exp(np.log(np.maximum(1.0 - fail, EPS)) @ self._B_deg_T)
+        reach = inp._reach
+        for nodes, dl, dl_k, dl_K, lat_g, fail_g in self._levels:
+            if len(dl):
+                mean = lat[:, dl]
+                s = sigma[:, dl]
+                mu = np.log(np.maximum(mean, EPS)) - 0.5 * s * s
+                p_over = norm_cdf((mu - dl_k) / s)
+                overshoot = mean * norm_cdf((mu + s * s - dl_k) / s) - dl_K * p_over
+                lat[:, dl] = mean - np.maximum(overshoot, 0.0)
+                t_dl = p_over * reach[dl]
+                timeout[:, dl] = t_dl
+                logs_[:, dl] += np.log(np.maximum(1.0 - t_dl, EPS))
+            lat += lat_g(lat[:, nodes])
+            logs_ += fail_g(logs_[:, nodes])
+        fail = 1.0 - np.exp(logs_)
         P = m.P
+        deg_ok = np.exp(self._deg(np.log(np.maximum(1.0 - fail[:, self._deg_nodes], EPS))))
         path_fail = fail[:, :P]
         path_degraded = (1.0 - path_fail) * (1.0 - deg_ok)
         per_req = lat[:, :P] / self._root_rpt
@@ -176,15 +207,12 @@ class TrafficModel:
         path_slow = 1.0 - norm_cdf((self._log_slow - np.log(np.maximum(med, EPS))) / s_root)
         path_p95 = med * np.exp(Z95 * s_root)
         # edges
-        Me = self._M_edge
+        unreach = inp._unreach
         u_calls = node_rate * unreach
-        f_calls = node_rate * fail
-        t_calls = node_rate * timeout
         reached_n = node_rate - u_calls
-        stacked = np.concatenate([node_rate, u_calls, t_calls, f_calls, node_rate * lat,
-                                  reached_n * np.maximum(lat - inp.net_ms, 0.05), reached_n, node_rate * sigma], axis=1)
-        agg = stacked.reshape(K * 8, m.N) @ Me
-        agg = agg.reshape(K, 8, m.E)
+        stacked = np.stack([node_rate, u_calls, node_rate * timeout, node_rate * fail, node_rate * lat,
+                            reached_n * np.maximum(lat - inp.net_ms, 0.05), reached_n, node_rate * sigma], axis=1)
+        agg = self._edge(stacked)                                    # (K, 8, E)
         edge_rate, edge_unreach, edge_timeout, edge_fail = agg[:, 0], agg[:, 1], agg[:, 2], agg[:, 3]
         inv = 1.0 / np.maximum(edge_rate, EPS)
         edge_lat_src = agg[:, 4] * inv

@@ -80,3 +80,9 @@ def parse_go_duration(text: str) -> float | None:
 
 def canonical(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def seqsum(start: np.ndarray, inc: np.ndarray) -> np.ndarray:
+    """Running totals ``start + inc[0]``, ``+ inc[1]``... added one tick at a time (the same floats
+    whatever the block size), with a leading tick axis."""
+    return np.cumsum(np.concatenate([np.asarray(start)[None], inc], axis=0), axis=0)[1:]

@@ -162,3 +162,44 @@ def test_state_digest_returns_to_healthy_after_effects_settle(ob):
     other = SimBackend(ob, seed=99)
     other.advance_to(120)
     assert other.state_digest() == healthy
+
+
+def test_until_restart_effect_ends_when_its_pods_are_replaced(ob):
+    sim = SimBackend(ob, seed=9)
+    sim.advance_to(60)
+    base = sim.service_health("cartservice")["p95_ms"]
+    h = sim.apply_effect(Effect(kind="latency", service="cartservice", ms=500, until_restart=True))
+    sim.advance_to(180)
+    assert sim.effect_active(h) and sim.service_health("cartservice")["p95_ms"] > 400
+    assert sim.restart("cartservice").ok
+    sim.advance_to(360)
+    assert not sim.effect_active(h)
+    assert sim.service_health("cartservice")["p95_ms"] < base + 60  # the new pod may sit in another zone
+
+
+def test_clone_is_independent_and_identical(ob):
+    sim = SimBackend(ob, seed=10)
+    sim.advance_to(240)   # on the 120 s invocation grid: block-for-block the same floats as `again`
+    twin = sim.clone()
+    sim.scale("frontend", 0)
+    a = sim.advance_to(600)
+    b = twin.advance_to(600)
+    assert sum(e.failed for e in a) > 0.5 * sum(e.total for e in a)
+    assert sum(e.failed for e in b) < 0.01 * sum(e.total for e in b)
+    again = SimBackend(ob, seed=10)
+    again.advance_to(600)
+    assert again.state_digest() == twin.state_digest()
+    fam = "loadgenerator_requests_total"
+    assert (again.store.families(fam)[0].values(again.store.n_ticks)
+            == twin.store.families(fam)[0].values(twin.store.n_ticks)).all()
+
+
+def test_flag_gated_load_path_follows_its_flag():
+    sim = SimBackend("astronomy-shop", seed=11, noise_load=False)
+    sim.advance_to(60)
+    assert sim.path_health("flood_home")["rate"] == 0.0
+    flag = next(f for f in sim.app.flags if f.name == "loadGeneratorFloodHomepage")
+    on = next(v for v, x in flag.variants.items() if not isinstance(x, bool) and x not in (0, "off") or x is True)
+    assert sim.set_config(sim.app.flags_config_map, flag.name, on).ok
+    sim.advance_to(120)
+    assert sim.path_health("flood_home")["rate"] > sim.path_health("index")["rate"]
