@@ -24,7 +24,7 @@ vectorised pass) and their transitions are recorded after the tick records of th
 
 from __future__ import annotations
 
-import json
+import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
@@ -40,6 +40,8 @@ from sremarathon_env.bundle import Recorder
 from sremarathon_env.tools import Limits, ToolContext, ToolResult, ToolRuntime
 
 ENV_VERSION = "0.1.0"
+#: a call's result text kept in the bundle (longer results keep this prefix and a digest of the whole)
+RESULT_CHARS_IN_BUNDLE = 4000
 
 
 class MarathonConfig(BaseModel):
@@ -221,7 +223,7 @@ class Marathon:
         self.schedule = _schedule(cfg.schedule_key())
         self.backend = _make_backend(cfg)
         self.driver = _Driver(cfg, self.backend, self.schedule)
-        self.rule_pack = load_rule_pack(cfg.app)
+        self.rule_pack = load_rule_pack()
         self.alert_engine = AlertEngine(self.rule_pack, self.backend.store)
         self.promql = PromQLEngine(self.backend.store)
         self.ctx = ToolContext(backend=self.backend, app=self.app, alerts=self.alert_engine, promql=self.promql,
@@ -283,6 +285,8 @@ class Marathon:
         transitions = self.alert_engine.evaluate_until(t)
         by_t: dict[float, list] = {}
         for tr in transitions:
+            if tr.state == "inactive":  # pending that never fired: not a bundle alert state
+                continue
             by_t.setdefault(float(tr.t), []).append(tr)
         for tt, data in ticks:
             self._append("tick", tt, data)
@@ -341,32 +345,22 @@ class Marathon:
         t, inv = self.now, self.invocation_index
         calls = []
         for r in results:
-            text = json.dumps(r.result, sort_keys=True, default=str) if r.result is not None else None
-            calls.append({"tool": r.tool, "args": r.args or ({"raw": r.raw_args} if r.raw_args else {}),
-                          "ok": r.ok, "error": (f"{r.error.type}: {r.error.message}"[:500] if r.error else None),
-                          "result": text[:2000] if text else None, "cost_s": r.cost_s,
-                          "policy": r.policy.decision})
+            c = r.as_tool_call()
+            text = c.get("result")
+            if text is not None and len(text) > RESULT_CHARS_IN_BUNDLE:
+                c["result_digest"] = hashlib.sha256(text.encode()).hexdigest()
+                c["result"] = text[:RESULT_CHARS_IN_BUNDLE]
+            calls.append(c)
         used = sum(r.cost_s for r in results)
         self._append("invocation", t, {"index": inv, "t": t, "calls": calls, "budget_used_s": used, "error": error})
         for r in results:
-            if r.category == "report" and r.ok and isinstance(r.result, dict) and "incident" in r.result:
-                inc = r.result["incident"]
-                op = {"report_incident": "report", "update_incident": "update",
-                      "resolve_incident": "resolve"}.get(r.tool, "update")
-                self._append("incident", t, {
-                    "t": t, "invocation": inv, "op": op, "incident_id": inc["id"], "title": inc.get("title", ""),
-                    "alerts": list(inc.get("alert_fingerprints", [])), "culprits": list(inc.get("culprit_services", [])),
-                    "artifact": inc.get("artifact"), "summary": inc.get("summary", ""),
-                    "status": inc.get("status", "open")})
-            elif r.category in ("intervention", "forbidden"):
-                forbidden = r.category == "forbidden" or r.policy.decision == "forbidden"
-                refused = None if r.policy.decision in ("allowed", "out_of_scope") else (r.policy.reason or r.policy.decision)
-                self._append("action", t, {
-                    "t": t, "invocation": inv, "tool": r.tool, "args": r.args or {},
-                    "targets": list(r.target_services), "incident_id": r.cited_incident,
-                    "in_scope": r.policy.decision == "allowed", "ok": bool(r.ok and refused is None),
-                    "forbidden": forbidden, "refused": refused,
-                    "message": (r.error.message if r.error else "")[:300]})
+            inc = r.as_incident_op()
+            if inc is not None:
+                self._append("incident", t, {"t": t, "invocation": inv, **inc})
+                continue
+            act = r.as_action()
+            if act is not None:
+                self._append("action", t, {"t": t, "invocation": inv, **act})
         if usage:
             self._append("usage", t, {"t": t, "invocation": inv, **usage})
 
