@@ -39,6 +39,10 @@ DEVELOPERS = ("Ana Ruiz", "Bo Chen", "Chidi Okafor", "Dana Levi", "Emil Novak", 
               "Goran Petrov", "Hana Sato", "Ivan Duarte", "Jun Park", "Kiri Walker", "Lena Vogel")
 
 
+#: languages whose services check required env at startup and exit when it is missing
+_STARTUP_CHECKED = frozenset({"go", "java", "kotlin", "csharp", "rust", "cpp"})
+
+
 class CatalogueError(ValueError):
     pass
 
@@ -208,7 +212,9 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                           if res.cpu_limit_m else []), description=desc(target=s),
                       realisation=Realisation(kind="effects", effects=[Effect(kind="cpu_burn", service=s, millicores=mc, until_restart=True)]))
             elif t == "memory-oom":
-                mi = float((res.mem_limit_mi or 2048) * P["limit_factor"])
+                if res.mem_limit_mi is None:  # nothing to exceed: no OOM kill without a limit
+                    continue
+                mi = float(res.mem_limit_mi * P["limit_factor"])
                 g.add(tpl, f"{s}-memory-oom", target=s, culprits=[s], artifact=_pod_artifact(s, "memory-stress"),
                       scope=scope, probe=Probe(kind="restarts_stable", service=s, threshold=1),
                       repairs=restart + [RepairOption(tool="set_resources", args={
@@ -331,7 +337,12 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                     elif t == "missing-env":
                         g.add(tpl, f"{s}-missing-env-{_slug(k.key)}", target=s, culprits=[s], artifact=art,
                               scope=[s], description=desc(target=s, key=k.key),
-                              probe=Probe(kind="rollout_ok", service=s, within_ticks=6),
+                              # compiled services refuse to start without the address (panic, exit 2);
+                              # dynamic ones start and fail every call to the missing dependency
+                              probe=(Probe(kind="edge_error_ratio_max", caller=s, callee=callee, threshold=0.2)
+                                     if spec.language not in _STARTUP_CHECKED else
+                                     Probe(kind="rollout_ok", service=s, within_ticks=6) if spec.readiness_probe
+                                     else Probe(kind="restarts_stable", service=s, threshold=1, within_ticks=8)),
                               repairs=[RepairOption(tool="rollback", args={"service": s}),
                                        RepairOption(tool="set_config", args={"target": s, "key": k.key, "value": k.default})],
                               realisation=Realisation(kind="deploy", service=s, env={k.key: None}, author=_dev(s, t, k.key),
