@@ -209,6 +209,8 @@ class SREMarathonEnv(gym.Env):
         self._bundle_path: str | None = None
         self._done = False
         self._alert_cache: dict[Any, str] = {}
+        self._schedule_digest = ""
+        self._log: list[tuple] = []   # the episode's tool calls and invocation ends (pickling replays it)
 
     # -- Gymnasium API ------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -228,7 +230,9 @@ class SREMarathonEnv(gym.Env):
         self._bundle_path = self._episode_dir(scenario_seed)
         cfg = self.config.model_copy(update={"seed": scenario_seed, "bundle_dir": self._bundle_path})
         self.marathon = Marathon(cfg)
+        self._log = []
         self.marathon.start()
+        self._schedule_digest = self.marathon.schedule.digest()
         self._running = 0.0
         self._prev_score = float(self.marathon.score)
         self._last_error = None
@@ -241,14 +245,12 @@ class SREMarathonEnv(gym.Env):
             raise gym.error.ResetNeeded("call reset() before step()")
         if self._done:
             raise gym.error.ResetNeeded("the marathon is over (truncated); call reset()")
+        from sremarathon_env.marathon import _split_call
+
         calls, usage, error = parse_action(action)
-        m = self.marathon
-        if error is None:
-            m.invoke(calls, usage)
-        else:
-            m.end_invocation(usage, error)
-        self._last_error = error
-        return self._after_invocation()
+        for item in calls:
+            self.call(*_split_call(item))
+        return self.end_invocation(usage, error)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self.marathon is None:
@@ -262,12 +264,14 @@ class SREMarathonEnv(gym.Env):
     # -- building blocks shared with the views -------------------------------------------------------
     def call(self, tool: Any, args: Any = None):
         """Run one tool call inside the current invocation (for the per-tool-call view)."""
+        self._log.append(("call", tool, args))
         return self.marathon.call(tool, args)
 
     def end_invocation(self, usage: dict | None = None, error: str | None = None):
         """Close the current invocation, advance the clock; the step tuple (per-tool-call view)."""
         if self._done:
             raise gym.error.ResetNeeded("the marathon is over (truncated); call reset()")
+        self._log.append(("end", usage, error))
         self.marathon.end_invocation(usage, error)
         self._last_error = error
         return self._after_invocation()
@@ -309,8 +313,9 @@ class SREMarathonEnv(gym.Env):
         cache = self._alert_cache
         for a in self.marathon.alert_engine.history():
             d = _alert_dict(a)
-            key = (d.get("fingerprint"), d.get("state"), _first(d, "started_at", "active_at", "start_s"),
-                   _first(d, "resolved_at", "ended_at", "end_s"), _first(d, "fired_at", "firing_at"))
+            key = (d.get("fingerprint"), d.get("state"), d.get("value"), d.get("episodes"),
+                   _first(d, "active_at", "started_at"), _first(d, "resolved_at", "ended_at"),
+                   _first(d, "first_firing_at", "fired_at"))
             s = cache.get(key)
             if s is None:
                 s = cache[key] = dumps(d)
@@ -335,7 +340,7 @@ class SREMarathonEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         m = self.marathon
-        return {"scenario_seed": self.scenario_seed, "schedule_digest": m.schedule.digest(),
+        return {"scenario_seed": self.scenario_seed, "schedule_digest": self._schedule_digest,
                 "bundle": self._bundle_path, "env_version": ENV_VERSION, "backend": self.config.backend,
                 "app": self.config.app, "score": float(self._prev_score), "t": float(m.now),
                 "invocation": int(m.invocation_index)}
@@ -355,12 +360,34 @@ class SREMarathonEnv(gym.Env):
         if m is not None and getattr(m, "recorder", None) is not None and not m.finished:
             m.recorder.close()
 
-    # -- pickling: an in-memory episode travels whole; a file-backed one is dropped (reset needed) -----
+    # -- pickling: the episode so far is replayed from its calls (deterministic), never copied -------
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        if self.bundle_dir is not None and state.get("marathon") is not None:
-            state["marathon"] = None
+        m = state.pop("marathon")
+        state["_alert_cache"] = {}
+        state["_replay_config"] = None if m is None else m.config
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        cfg = state.pop("_replay_config", None)
+        self.__dict__.update(state)
+        self.marathon = None
+        if cfg is None:
+            return
+        from sremarathon_env.marathon import Marathon
+
+        if cfg.bundle_dir is not None:  # a clone records into a sibling directory of the original's bundle
+            self._bundle_path = self._episode_dir(cfg.seed)
+            cfg = cfg.model_copy(update={"bundle_dir": self._bundle_path})
+        m = self.marathon = Marathon(cfg)
+        m.start()
+        for op in self._log:
+            if op[0] == "call":
+                m.call(op[1], op[2])
+            else:
+                m.end_invocation(op[1], op[2])
+                if not m.advance_to_next_invocation():
+                    m.finish()
 
 
 def _first(d: dict, *keys: str) -> Any:

@@ -102,13 +102,14 @@ class ClusterView:
         return f"{service}:{kind}"
 
     def latest_diff(self, service: str) -> str:
-        """The source diff of the last change revision ('' when it was not a source change)."""
+        """The source-file part of the last change revision's diff ('' when it changed no source file)."""
         ch = self.last_change(service)
         if ch is None or ch[2] != "build":
             return ""
         for rev, meta, _ in self.revisions(service):
             if rev == ch[0]:
-                return meta.get("diff", "") or ""
+                lines = _source_sections((meta.get("diff", "") or "").splitlines())
+                return "\n".join(lines) + "\n" if lines else ""
         return ""
 
     # -- nodes --------------------------------------------------------------------------------------
@@ -160,8 +161,28 @@ def _first_diff_path(diff: str) -> str | None:
     return None
 
 
+def _source_sections(lines: list[str]) -> list[str]:
+    """Keep only the file sections that carry hunks (drops descriptive pseudo-sections such as the
+    twin's ``deployment.yaml (image)`` note, which are not patches of the source tree)."""
+    out: list[str] = []
+    k = 0
+    while k < len(lines):
+        if lines[k].startswith("--- ") and k + 1 < len(lines) and lines[k + 1].startswith("+++ "):
+            j = k + 2
+            while j < len(lines) and not (lines[j].startswith("--- ") and j + 1 < len(lines)
+                                          and lines[j + 1].startswith("+++ ")):
+                j += 1
+            if k + 2 < j and lines[k + 2].startswith("@@"):
+                out.extend(lines[k:j])
+            k = j
+        else:
+            k += 1
+    return out
+
+
 def reverse_diff(diff: str) -> str:
-    """The unified diff that undoes ``diff`` (old and new swapped, hunk ranges swapped).
+    """The unified diff that undoes ``diff`` (old and new swapped, hunk ranges swapped); sections
+    without hunks are dropped.
 
     >>> d = "--- a/x.py\\n+++ b/x.py\\n@@ -1,2 +1,2 @@\\n a\\n-b\\n+c\\n"
     >>> print(reverse_diff(d), end="")
@@ -175,7 +196,7 @@ def reverse_diff(diff: str) -> str:
     import re
 
     out = []
-    lines = diff.splitlines()
+    lines = _source_sections(diff.splitlines())
     i = 0
     while i < len(lines):
         line = lines[i]

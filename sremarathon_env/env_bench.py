@@ -1,0 +1,127 @@
+"""``sremarathon bench`` section ``env``: the whole environment, per app, against its targets.
+
+Per app it runs ``repeat`` full marathons of the core env with a no-op action (fresh scenario seeds)
+and prints: the median ``reset()`` (schedule, twin, the matched no-action reference run, up to the
+first invocation), the median and 90th percentile of ``step()``, a whole marathon including
+``reset()``, and the share of step time spent in the twin (``backend.advance_to``), the faults
+(injection, revert, noise, symptom probes: the rest of the driver's tick), the alert rules
+(``evaluate_until``), recording (``Recorder.append``), reward replay (the incremental scorer's
+``feed`` plus the final ``score``), the env's observation and the rest. Targets: step median <= 5 ms
+(Online Boutique), whole marathon <= 0.25 s, reward replay <= 10 % of step time.
+
+>>> rows = env_section(["online-boutique"], repeat=1, injection_s=600, observation_s=240)
+>>> rows[0]["steps"], 0.0 <= rows[0]["share"]["reward"] <= 1.0
+(7, True)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+TARGET_STEP_MS = 5.0
+TARGET_MARATHON_S = 0.25
+TARGET_REWARD_SHARE = 0.10
+PARTS = ("twin", "faults", "alerts", "recording", "reward", "observation", "other")
+
+
+class _Timers:
+    def __init__(self) -> None:
+        self.t: dict[str, float] = {k: 0.0 for k in ("twin", "tick", "alerts", "recording", "reward", "observation")}
+
+    def wrap(self, obj: Any, name: str, key: str) -> None:
+        fn = getattr(obj, name)
+        t = self.t
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                t[key] += time.perf_counter() - t0
+
+        setattr(obj, name, timed)
+
+
+def _instrument(env: Any, timers: _Timers) -> None:
+    m = env.marathon
+    timers.wrap(m.backend, "advance_to", "twin")
+    timers.wrap(m.driver, "tick", "tick")
+    timers.wrap(m.alert_engine, "evaluate_until", "alerts")
+    timers.wrap(m.recorder, "append", "recording")
+    timers.wrap(m.scorer, "feed", "reward")
+    timers.wrap(m, "finish", "reward")   # final score(records) replay (+ sealing, a few records)
+    timers.wrap(env, "_obs", "observation")
+
+
+def env_section(apps: list[str], repeat: int = 3, injection_s: int = 3600, observation_s: int = 1800) -> list[dict]:
+    import gymnasium as gym
+
+    import sremarathon_env  # noqa: F401  (registers the ids)
+    from sremarathon_env.registration import IDS
+
+    rows = []
+    for app in apps:
+        if app not in IDS:
+            print(f"  skipping {app}: no registered env id")
+            continue
+        env = gym.make(IDS[app], injection_s=injection_s, observation_s=observation_s).unwrapped
+        env.reset(seed=10_000)            # warm caches (app model, catalogue, rule pack)
+        resets, steps, marathons = [], [], []
+        share = {k: 0.0 for k in PARTS}
+        n_steps = 0
+        for r in range(repeat):
+            t0 = time.perf_counter()
+            env.reset(seed=r)
+            t_reset = time.perf_counter() - t0
+            timers = _Timers()
+            _instrument(env, timers)
+            t_steps = 0.0
+            k = 0
+            while True:
+                t1 = time.perf_counter()
+                _, _, _, trunc, _ = env.step("[]")
+                dt = time.perf_counter() - t1
+                steps.append(dt)
+                t_steps += dt
+                k += 1
+                if trunc:
+                    break
+            resets.append(t_reset)
+            marathons.append(t_reset + t_steps)
+            n_steps = k
+            t = timers.t
+            parts = {"twin": t["twin"], "faults": t["tick"] - t["twin"], "alerts": t["alerts"],
+                     "recording": t["recording"], "reward": t["reward"], "observation": t["observation"]}
+            parts["other"] = max(t_steps - sum(parts.values()), 0.0)
+            for key, v in parts.items():
+                share[key] += v / t_steps / repeat
+        env.close()
+        steps_ms = sorted(s * 1e3 for s in steps)
+        rows.append({"app": app, "steps": n_steps, "reset_s": statistics.median(resets),
+                     "step_ms": statistics.median(steps_ms), "step_p90_ms": steps_ms[int(0.9 * (len(steps_ms) - 1))],
+                     "marathon_s": statistics.median(marathons), "share": share})
+    return rows
+
+
+def print_env(rows: list[dict]) -> None:
+    print("environment (core env, no-op action, full marathon incl. reset):")
+    print(f"  {'app':<16}{'steps':>6}{'reset s':>9}{'step ms':>9}{'p90 ms':>8}{'x5ms':>7}{'run s':>8}{'x0.25s':>8}  "
+          + " ".join(f"{p[:6]:>6}" for p in PARTS))
+    for r in rows:
+        sh = r["share"]
+        print(f"  {r['app']:<16}{r['steps']:6d}{r['reset_s']:9.3f}{r['step_ms']:9.2f}{r['step_p90_ms']:8.2f}"
+              f"{r['step_ms'] / TARGET_STEP_MS:7.1f}{r['marathon_s']:8.3f}{r['marathon_s'] / TARGET_MARATHON_S:8.1f}  "
+              + " ".join(f"{100 * sh[p]:5.1f}%" for p in PARTS))
+    if rows:
+        worst = max(r["share"]["reward"] for r in rows)
+        print(f"  reward replay share: max {100 * worst:.1f}% (target <= {100 * TARGET_REWARD_SHARE:.0f}%)")
+
+
+def _run(apps: list[str], repeat: int) -> list[dict]:
+    return env_section(apps, repeat)
+
+
+#: the section registered in `sremarathon_env.bench.SECTIONS`
+SECTION: tuple[str, Callable[[list[str], int], list[dict]], Callable[[list[dict]], None]] = ("env", _run, print_env)
