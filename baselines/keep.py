@@ -9,7 +9,7 @@ within the grouping window; otherwise a new incident opens for the root.
 
 Diagnosis of a root (first match wins):
 
-- a node alert: the node is the artifact, drain it;
+- a node alert: the node is the artifact and the services placed on it the culprits; drain it;
 - a change to the root within the lookback (deploy history): a source build names its changed file,
   an env push its key, an image change its tag, a resources change the limit; roll back to the
   revision before the change (a lowered limit is restored instead);
@@ -35,8 +35,6 @@ from typing import Any
 
 from baselines.base import Policy, alertname, fingerprint, firing, incident_id_of
 from baselines.runbook import workload_of
-
-NODE_RULES = ("KubeNodeNotReady", "NodeNotReady", "KubeNodeUnreachable")
 
 
 def deepest_failing(failing: list[str], callees: dict[str, list[str]], start: str) -> str:
@@ -93,7 +91,7 @@ def changed_env_keys(diff: str) -> list[str]:
 class KeepPolicy(Policy):
     name = "keep"
 
-    def __init__(self, window_s: float = 900.0, lookback_s: float = 900.0):
+    def __init__(self, window_s: float = 240.0, lookback_s: float = 900.0):
         self.window_s = float(window_s)
         self.lookback_s = float(lookback_s)
         self.options = {"window_s": self.window_s, "lookback_s": self.lookback_s}
@@ -105,6 +103,7 @@ class KeepPolicy(Policy):
         self.root_open: dict[str, tuple[str, float]] = {}  # root -> (open incident id, opened at)
         self.callees = {s: app.callees(s) for s in app.service_names}
         self.roles = {s.name: s.role for s in app.services}
+        self.nodes = {n.name: [s.name for s in app.services if s.node == n.name] for n in app.topology.nodes}
 
     # -- per invocation ---------------------------------------------------------------------------
     def act(self, session: Any) -> None:
@@ -122,15 +121,21 @@ class KeepPolicy(Policy):
             if w:
                 by_workload.setdefault(w, []).append(a)
         failing = [s for s in self.app.service_names if s in by_workload]
+        # a node that is not ready explains the alerts of the services placed on it
+        down_nodes = sorted(w for w in by_workload if w in self.nodes)
+        on_down = {s: n for n in down_nodes for s in self.nodes[n]}
         new_by_root: dict[str, list[dict]] = {}
         for w in sorted(by_workload):
             new = [a for a in by_workload[w] if fingerprint(a) not in self.assigned]
             if not new:
                 continue
-            if any(alertname(a) in NODE_RULES for a in new) or w not in self.callees:
+            if w not in self.callees:
                 root = w
+            elif w in on_down:
+                root = on_down[w]
             else:
                 root = deepest_failing(failing, self.callees, w)
+                root = on_down.get(root, root)
             new_by_root.setdefault(root, []).extend(new)
         for root in sorted(new_by_root, key=lambda r: (r not in self.callees, r)):
             alerts = new_by_root[root]
@@ -143,9 +148,10 @@ class KeepPolicy(Policy):
                     continue
             root_alerts = by_workload.get(root, alerts)
             artifact, repair, why = self._diagnose(session, root, root_alerts, now)
+            culprits = self.nodes[root] if root in self.nodes else [root]
             r = session.call("report_incident", {
                 "title": f"{root}: {', '.join(sorted({alertname(a) for a in root_alerts}))[:150]}",
-                "alert_fingerprints": fps, "culprit_services": [root], "artifact": artifact, "summary": why})
+                "alert_fingerprints": fps, "culprit_services": culprits, "artifact": artifact, "summary": why})
             inc = incident_id_of(r)
             if inc is None:
                 continue

@@ -59,21 +59,40 @@ def _drain(app, node):
 
 
 RUNBOOK: dict[str, Row] = {
-    # object rules
+    # object rules: the alert names the broken thing
+    "NodeNotReady": Row(90, "node", "", _drain),
     "KubeNodeNotReady": Row(90, "node", "", _drain),
     "ImagePullFailing": Row(85, "deployment", "image", _rollback),
+    "ContainerConfigError": Row(84, "config", "config", _rollback),
+    "DeploymentRolloutStuck": Row(80, "deployment", "rollout", _rollback),
     "KubeDeploymentRolloutStuck": Row(80, "deployment", "rollout", _rollback),
     "PodOOMKilled": Row(75, "resource", "resources.limits.memory", _mem_up),
+    "ContainerOOMEvents": Row(75, "resource", "resources.limits.memory", _mem_up),
+    "ContainerMemoryAtLimit": Row(74, "resource", "resources.limits.memory", _mem_up),
+    "ContainerMemoryNearLimit": Row(73, "resource", "resources.limits.memory", _mem_up),
     "ServiceHasNoEndpoints": Row(70, "deployment", "replicas", _restore_replicas),
+    "DeploymentUnavailable": Row(68, "deployment", "replicas", _restore_replicas),
+    "PodCrashLooping": Row(65, "deployment", "crashloop", _rollback),
     "KubePodCrashLooping": Row(65, "deployment", "crashloop", _rollback),
+    "CPUThrottlingSevere": Row(61, "resource", "resources.limits.cpu", _cpu_up),
     "CPUThrottlingHigh": Row(60, "resource", "resources.limits.cpu", _cpu_up),
-    "KubePodNotReady": Row(55, "deployment", "readiness", _restart),
+    "PodNotReady": Row(55, "deployment", "", _restart),
+    "KubePodNotReady": Row(55, "deployment", "", _restart),
+    "PodNotRunning": Row(54, "deployment", "", _restart),
+    "DeploymentReplicasUnavailable": Row(52, "deployment", "replicas", _restart),
     "KubeDeploymentReplicasMismatch": Row(52, "deployment", "replicas", _restart),
-    # symptom rules
-    "PodRestartingFrequently": Row(40, "resource", "restarts", _restart),
-    "ServiceErrorRateHigh": Row(30, "dependency", "errors", _restart),
-    "ServiceLatencyP95High": Row(20, "load", "latency", _scale_up),
-    "ErrorBudgetBurn": Row(10, "load", "slo", _scale_up),
+    # symptom rules: something is wrong somewhere
+    "PodRestartingFrequently": Row(40, "resource", "", _restart),
+    "ContainerRestarted": Row(39, "resource", "", _restart),
+    "ServiceErrorRateCritical": Row(31, "dependency", "", _restart),
+    "ServiceErrorRateHigh": Row(30, "dependency", "", _restart),
+    "ServiceCallFailuresHigh": Row(29, "network", "", _restart),
+    "ServiceTrafficStopped": Row(27, "network", "", _restart),
+    "KafkaConsumerLagHigh": Row(22, "load", "lag", _scale_up),
+    "KafkaConsumerLagGrowing": Row(22, "load", "lag", _scale_up),
+    "ServiceLatencyP99Critical": Row(21, "load", "latency", _scale_up),
+    "ServiceLatencyP99High": Row(20, "load", "latency", _scale_up),
+    "ServiceLatencyP50High": Row(19, "load", "latency", _scale_up),
 }
 DEFAULT = Row(0, "unknown", "unknown", _restart)
 
@@ -124,8 +143,10 @@ class RunbookPolicy(Policy):
                 continue
             row = max((RUNBOOK.get(alertname(a), DEFAULT) for a in alerts), key=lambda r: r.rank)
             top = max(alerts, key=lambda a: RUNBOOK.get(alertname(a), DEFAULT).rank)
+            nodes = {n.name for n in self.app.topology.nodes}
+            culprits = [s.name for s in self.app.services if s.node == w] if w in nodes else [w]
             r = session.call("report_incident", {
-                "title": f"{alertname(top)} on {w}", "alert_fingerprints": fps, "culprit_services": [w],
+                "title": f"{alertname(top)} on {w}", "alert_fingerprints": fps, "culprit_services": culprits,
                 "artifact": f"{w}:{row.artifact}" if row.artifact else w,
                 "summary": f"runbook: {alertname(top)} -> {row.category}"})
             inc = incident_id_of(r)

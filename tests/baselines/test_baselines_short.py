@@ -1,0 +1,82 @@
+"""Every baseline on a short marathon (10 min injection + 4 min observation)."""
+
+import pytest
+
+from baselines import make_policy
+from baselines.runner import run_marathon
+from sremarathon_env.bundle import read_bundle
+
+SHORT = {"injection_s": 600, "observation_s": 240}
+
+
+def test_noop_scores_zero_and_writes_a_bundle(tmp_path):
+    rep, path = run_marathon("online-boutique", 0, "noop", out_dir=tmp_path, **SHORT)
+    assert rep.marathon_score == 0.0 and rep.n_faults > 0 and rep.n_actions == 0
+    b = read_bundle(path)
+    assert b.complete and b.meta["policy"] == "noop" and path == tmp_path / "noop" / "online-boutique" / "seed-0"
+    with pytest.raises(FileExistsError):
+        run_marathon("online-boutique", 0, "noop", out_dir=tmp_path, **SHORT)
+
+
+def test_oracle_reaches_95_and_every_fault_is_credited():
+    rep, _ = run_marathon("online-boutique", 0, "oracle", **SHORT)
+    assert rep.marathon_score >= 95.0
+    assert rep.stage_shares.correlated == 1.0 and rep.stage_shares.localised == 1.0
+    assert rep.intervention_risk == 0.0 and rep.n_forbidden == 0
+
+
+@pytest.mark.parametrize("policy", ["runbook", "keep", "random"])
+def test_scripted_baselines_act_and_score_between(policy):
+    rep, _ = run_marathon("online-boutique", 1, policy, **SHORT)
+    assert rep.n_actions > 0
+    assert 0.0 < rep.marathon_score < 95.0
+    assert rep.n_forbidden == 0
+
+
+def test_runs_are_deterministic(tmp_path):
+    a, _ = run_marathon("online-boutique", 2, "keep", **SHORT)
+    b, _ = run_marathon("online-boutique", 2, "keep", **SHORT)
+    assert a.digest == b.digest and a.marathon_score == b.marathon_score
+    r1, _ = run_marathon("online-boutique", 2, "random", **SHORT)
+    r2, _ = run_marathon("online-boutique", 2, "random", **SHORT)
+    assert r1.digest == r2.digest
+
+
+def test_random_differs_by_seed_offset():
+    a, _ = run_marathon("online-boutique", 3, make_policy("random", seed_offset=0), **SHORT)
+    b, _ = run_marathon("online-boutique", 3, make_policy("random", seed_offset=1), **SHORT)
+    assert a.digest != b.digest
+
+
+def test_keep_groups_each_alert_into_at_most_one_incident(tmp_path):
+    _, path = run_marathon("online-boutique", 0, "keep", out_dir=tmp_path, **SHORT)
+    owner = {}
+    latest = {}
+    for r in read_bundle(path).records:
+        if r.kind == "incident":
+            latest[r.data["incident_id"]] = r.data
+    for iid, d in latest.items():
+        for fp in d["alerts"]:
+            assert owner.setdefault(fp, iid) == iid, f"{fp} in {owner[fp]} and {iid}"
+    assert latest
+
+
+def test_policy_exception_loses_only_its_invocation():
+    from baselines.base import Policy
+
+    class Boom(Policy):
+        name = "boom"
+
+        def act(self, session):
+            session.call("get_topology", {})
+            raise RuntimeError("kaput")
+
+    rep, _ = run_marathon("online-boutique", 0, Boom(), **SHORT)
+    assert rep.complete and rep.n_invocations == 7
+
+
+def test_make_policy_errors():
+    with pytest.raises(ValueError, match="unknown policy"):
+        make_policy("nope")
+    with pytest.raises(ValueError, match="ppo needs a checkpoint"):
+        make_policy("ppo")
