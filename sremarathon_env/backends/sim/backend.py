@@ -38,6 +38,8 @@ IDLE_CPU_CORES = 0.002
 CFS_PERIOD_S = 0.1
 MAX_REPLICAS = 50
 MAX_BATCH = 8
+#: the app has run this long before t=0 (pods started then): counters start at their steady-state totals
+WARM_S = 3600.0
 _VERSION_TAG = re.compile(r"^v?\d+(\.\d+){1,2}([-+][0-9A-Za-z.]+)?$")
 _COMPILED: dict[int, tuple[AppSpec, CompiledApp]] = {}
 
@@ -98,7 +100,8 @@ class SimBackend:
         self.last = None
         self.cluster.run_until(0.0)
         self._refresh(0.0, 0)
-        self._run_block(0, 1, 0.0)
+        # tick 0 stands for the hour the app has already run: its counters carry that hour's totals
+        self._run_block(0, 1, WARM_S)
         self.writer.flush(1)
 
     # ================================================================== clock
