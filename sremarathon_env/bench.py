@@ -96,6 +96,7 @@ SECTIONS: list[tuple[str, Callable[[list[str], int], list[dict]], Callable[[list
     ("twin", twin_section, _print_twin),
 ]
 SECTIONS.append(__import__("sremarathon_env.alerts.bench", fromlist=["SECTION"]).SECTION)
+SECTIONS.append(__import__("sremarathon_env.env_bench", fromlist=["SECTION"]).SECTION)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -136,7 +136,9 @@ def parse_action(action: Any) -> tuple[list[Any], dict[str, Any] | None, str | N
 
 def exact_final_reward(running: float, final: float) -> float:
     """The reward ``r`` with ``running + r == final`` in floating point (nearest to the exact
-    difference), so an episode's left-to-right return equals the final score exactly.
+    difference), so an episode's left-to-right return equals the final score exactly. Such an ``r``
+    exists whenever the final score is within a factor two of the running sum (then ``final -
+    running`` is exact) and in practice always; otherwise the plain difference is returned.
 
     >>> r = exact_final_reward(0.1 + 0.2, 1.0); (0.1 + 0.2) + r == 1.0
     True
@@ -412,35 +414,61 @@ def _alert_dict(a: Any) -> dict[str, Any]:
 
 
 def render_text(raw: dict[str, Any], max_chars: int = 24000, tool_names: list[str] | None = None) -> str:
-    """A prompt-ready rendering of `SREMarathonEnv.raw_observation` (firing alerts first, then the
-    rest of the history newest first, incidents, workspace, last results), at most ``max_chars``."""
-    lines = [f"# SRE marathon - t={raw['t']:.0f}s, invocation {raw['invocation']}, budget {raw['budget_s']:.0f}s"]
+    """A prompt-ready rendering of `SREMarathonEnv.raw_observation`, at most ``max_chars``: a header,
+    then alerts (firing, pending, then the rest of the history newest first), incidents, workspace
+    files and the last invocation's results. Incidents, workspace and results get at most a quarter,
+    a fifth and a quarter of the room each and are cut first within themselves; alerts fill the rest
+    and end with a count of the alerts left out."""
+    head = [f"# SRE marathon - t={raw['t']:.0f}s, invocation {raw['invocation']}, budget {raw['budget_s']:.0f}s"]
+    if tool_names:
+        head.append("Tools: " + ", ".join(tool_names))
+    incs = raw["incidents"]
+    inc = [f"## Incidents ({sum(1 for i in incs if i.get('status') == 'open')} open, {len(incs)} in all)"]
+    for i in reversed(incs):
+        inc.append(f"- {i['id']} [{i['status']}] {i['title']!r} culprits={i['culprit_services']} "
+                   f"artifact={i['artifact']!r} alerts={len(i['alert_fingerprints'])}")
+    ws = raw["workspace"]
+    wsl = [f"## Workspace ({len(ws)} files)"]
+    for p, c in sorted(ws.items()):
+        wsl.append(f"### {p}\n{bounded_text(c, 2000)}")
+    res = ["## Last invocation" + (f" - error: {raw['last_error']}" if raw.get("last_error") else "")]
+    for r in raw["last_results"]:
+        body = dumps(r.get("result")) if r.get("ok") else dumps(r.get("error"))
+        res.append(f"- {r['tool']} ok={r['ok']} cost={r.get('cost_s', 0):g}s: {bounded_text(body, 3000)}")
+    parts = {"incidents": bounded_text("\n".join(inc), max_chars // 4),
+             "workspace": bounded_text("\n".join(wsl), max_chars // 5),
+             "results": bounded_text("\n".join(res), max_chars // 4)}
+    room = max_chars - len("\n".join(head)) - sum(len(v) + 1 for v in parts.values()) - 1
     alerts = raw["alerts"]
     firing = [a for a in alerts if a.get("state") == "firing"]
     pending = [a for a in alerts if a.get("state") == "pending"]
-    lines.append(f"## Alerts: {len(firing)} firing, {len(pending)} pending, {len(alerts)} in history")
-    for a in firing + pending + [a for a in reversed(alerts) if a.get("state") not in ("firing", "pending")]:
-        labels = {k: v for k, v in sorted((a.get("labels") or {}).items()) if k not in ("alertname",)}
-        times = {k: v for k, v in sorted(a.items()) if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        lines.append(f"- [{a.get('state')}] {a.get('alertname', labels.get('alertname', '?'))} "
-                     f"fp={a.get('fingerprint')} {dumps(labels)} {dumps(times)}")
-    incs = raw["incidents"]
-    lines.append(f"## Incidents ({sum(1 for i in incs if i.get('status') == 'open')} open)")
-    for i in incs:
-        lines.append(f"- {i['id']} [{i['status']}] {i['title']!r} culprits={i['culprit_services']} "
-                     f"artifact={i['artifact']!r} alerts={len(i['alert_fingerprints'])}")
-    ws = raw["workspace"]
-    lines.append(f"## Workspace ({len(ws)} files)")
-    for p, c in sorted(ws.items()):
-        lines.append(f"### {p}\n{bounded_text(c, 2000)}")
-    lines.append("## Last invocation" + (f" - error: {raw['last_error']}" if raw.get("last_error") else ""))
-    for r in raw["last_results"]:
-        body = dumps(r.get("result")) if r.get("ok") else dumps(r.get("error"))
-        lines.append(f"- {r['tool']} ok={r['ok']} cost={r.get('cost_s', 0):g}s: {bounded_text(body, 1500)}")
-    if tool_names:
-        lines.append("## Tools: " + ", ".join(tool_names))
-    text = "\n".join(lines)
+    rest = [a for a in reversed(alerts) if a.get("state") not in ("firing", "pending")]
+    al = [f"## Alerts: {len(firing)} firing, {len(pending)} pending, {len(alerts)} in history (newest first)"]
+    used = len(al[0])
+    ordered = firing + pending + rest
+    for k, a in enumerate(ordered):
+        line = _alert_line(a)
+        tail = len(f"\n... {len(ordered) - k} more alerts not shown (get_alerts lists them)")
+        if used + len(line) + 1 + tail > room:
+            al.append(f"... {len(ordered) - k} more alerts not shown (get_alerts lists them)")
+            break
+        al.append(line)
+        used += len(line) + 1
+    text = "\n".join(head + ["\n".join(al), parts["incidents"], parts["workspace"], parts["results"]])
     return bounded_text(sanitize(text), max_chars)
+
+
+def _alert_line(a: dict[str, Any]) -> str:
+    labels = a.get("labels") or {}
+    shown = " ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k not in ("alertname", "namespace", "template"))
+    when = " ".join(f"{k}={v:g}" for k, v in (("since", a.get("active_at")), ("fired", a.get("first_firing_at")),
+                                               ("resolved", a.get("resolved_at")))
+                    if isinstance(v, (int, float)))
+    val = a.get("value")
+    val = f" value={val:.4g}" if isinstance(val, float) else ""
+    summary = (a.get("annotations") or {}).get("summary", "")
+    return (f"- [{a.get('state')}] {a.get('alertname', labels.get('alertname', '?'))} fp={a.get('fingerprint')} "
+            f"{shown} {when}{val}" + (f" - {summary}" if summary else ""))
 
 
 _NOT_PRINTABLE = re.compile(r"[^\t\n\r\x0b\x0c\x20-\x7e]")

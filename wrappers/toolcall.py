@@ -2,7 +2,8 @@
 
 The action is JSON text (or a dict) ``{"tool": name, "args": {...}}``; ``{"tool": "end_invocation"}``
 (optionally with ``"usage": {...}``) closes the invocation. The invocation also closes by itself when
-the budget left is below ``min_call_s`` (1 s, the cheapest tool). Inside an invocation the clock is
+the budget left is below ``min_call_s`` (1 s, the cheapest tool) or a call is refused for lack of
+budget (the refused call stays recorded). Inside an invocation the clock is
 frozen and the reward is 0; the step that closes it advances the clock to the next invocation and
 returns the invocation's reward (the Marathon-Score change), so the episode's return still equals the
 final score. The observation is the text view's rendering plus the result of the call just made.
@@ -60,6 +61,7 @@ class ToolCallEnv(gym.Wrapper, gym.utils.RecordConstructorArgs):
         core = self.env.unwrapped
         calls, usage, error = parse_action(action)
         end = False
+        res = None
         if error is None and len(calls) == 1 and isinstance(calls[0], dict) and calls[0].get("tool") == END:
             end = True
             usage = calls[0].get("usage") if isinstance(calls[0].get("usage"), dict) else usage
@@ -78,7 +80,8 @@ class ToolCallEnv(gym.Wrapper, gym.utils.RecordConstructorArgs):
             body = dumps(res.result) if res.ok else dumps(res.error.model_dump(mode="json") if res.error else None)
             self._last = (f"## Last call: {res.tool} ok={res.ok} cost={res.cost_s:g}s budget_left={res.budget_left_s:g}s\n"
                           + bounded_text(body, self.max_chars // 2))
-        if not end and float(core.marathon.ctx.budget_s) < self.min_call_s:
+        exhausted = res is not None and res.error is not None and res.error.type == "budget_exhausted"
+        if not end and (exhausted or float(core.marathon.ctx.budget_s) < self.min_call_s):
             end = True
             self._last += "\n(budget exhausted: invocation ended)"
         if end:

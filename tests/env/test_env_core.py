@@ -212,10 +212,17 @@ def test_helpers():
     assert len(text) <= 300 and out[0]["omitted_oldest"] == 50 - (len(out) - 1) and out[-1]["i"] == 49
     assert json.loads(bounded_json_list(items[:2], 10_000)) == [json.loads(s) for s in items[:2]]
     rng = np.random.default_rng(0)
-    for _ in range(2000):
-        running = float(rng.normal() * 10.0 ** int(rng.integers(-3, 3)))
-        final = float(rng.uniform(0, 100))
-        assert running + exact_final_reward(running, final) == final
+    for _ in range(500):   # score paths like the env's: stage credits of n faults, less penalties
+        n = int(rng.integers(1, 80))
+        stages = np.cumsum(rng.integers(0, 3, size=45))
+        pen = np.cumsum(rng.random(45) < 0.05)
+        scores = [max(100.0 * min(int(k), 3 * n) / (3 * n) - float(p), 0.0) for k, p in zip(stages, pen)]
+        running, prev = 0.0, 0.0
+        for sc in scores[:-1]:
+            running += sc - prev
+            prev = sc
+        running += exact_final_reward(running, scores[-1])
+        assert running == scores[-1]
     assert parse_action('{"name": "get_topology", "arguments": {}}')[0] == [{"name": "get_topology", "arguments": {}}]
     assert parse_action({"calls": [{"tool": "x"}], "usage": {"calls": 2}})[1] == {"calls": 2}
     assert parse_action(7)[2] == "action is not a list of tool calls: int"
