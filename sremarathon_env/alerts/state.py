@@ -29,6 +29,7 @@ import numpy as np
 from ..telemetry.store import MetricStore
 from .engine import PromQLEngine
 from .limits import Limits, QueryError
+from .plan import PackPlan
 from .rulepack import RulePack, load_rule_pack
 from .values import Vec
 
@@ -103,6 +104,11 @@ class AlertEngine:
         self._history: dict[tuple[int, str], _Alert] = {}
         self._order: list[tuple[int, str]] = []
         self.errors: list[dict] = []
+        # the compiled plan needs the default (generous) limits: with custom limits every rule goes
+        # through the generic evaluator, which enforces them per query
+        self._plan = PackPlan(self.promql, self.pack.rules) if limits is None else None
+        self._n_active = [0] * len(self.pack.rules)
+        self._row_info: list[dict] = [{} for _ in self.pack.rules]
 
     @property
     def evaluated_until(self) -> float | None:
@@ -115,32 +121,46 @@ class AlertEngine:
             return []
         times = self.interval_ms * np.arange(self._next_tick, last + 1, dtype=np.int64)
         self._next_tick = last + 1
-        ctx = self.promql.new_context(times, self.interval_ms)
         out: list[tuple[int, int, int, AlertTransition]] = []
-        for ri, rule in enumerate(self.pack.rules):
-            try:
-                vec = self.promql.evaluate(rule.node, times, ctx=ctx)
-            except QueryError as err:
-                self.errors.append({"t": times[-1] / 1000, "alertname": rule.name, "error": err.message})
+        if self._plan is not None and self.store.n_ticks > 0:
+            results = self._plan.evaluate(times)
+        else:
+            ctx = self.promql.new_context(times, self.interval_ms)
+            results = []
+            for rule in self.pack.rules:
+                try:
+                    results.append(self.promql.evaluate(rule.node, times, ctx=ctx))
+                except QueryError as err:
+                    results.append(err)
+        for ri, (rule, vec) in enumerate(zip(self.pack.rules, results)):
+            if isinstance(vec, QueryError):
+                self.errors.append({"t": times[-1] / 1000, "alertname": rule.name, "error": vec.message})
                 vec = Vec.empty(len(times))
+            if not vec.labels and not self._n_active[ri]:
+                continue
             self._step_rule(ri, rule, vec, times, out)
         out.sort(key=lambda x: (x[0], x[1], x[2]))
         return [tr for *_, tr in out]
 
     def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list) -> None:
         present_rows = np.flatnonzero(vec.p.any(axis=1)) if len(vec.labels) else np.zeros(0, np.intp)
-        # label sets of present rows -> (fingerprint, labels)
+        # label sets of present rows -> (fingerprint, labels); cached per label set
         rows_by_fp: dict[str, int] = {}
         info: dict[str, tuple[dict, dict]] = {}
-        for r in present_rows:
-            sample = dict(vec.labels[r])
-            lb = {k: v for k, v in sample.items() if k != "__name__"}
-            lb.update(dict(rule.labels))
-            lb["alertname"] = rule.name
-            fp = fingerprint(lb)
+        cache = self._row_info[ri]
+        for r in present_rows.tolist():
+            key_lb = vec.labels[r]
+            hit = cache.get(key_lb)
+            if hit is None:
+                sample = dict(key_lb)
+                lb = {k: v for k, v in sample.items() if k != "__name__"}
+                lb.update(dict(rule.labels))
+                lb["alertname"] = rule.name
+                hit = cache[key_lb] = (fingerprint(lb), lb, sample)
+            fp, lb, sample = hit
             rows_by_fp[fp] = r
             info[fp] = (lb, sample)
-        mine = [fp for (i, fp) in self._active if i == ri]
+        mine = [fp for (i, fp) in self._active if i == ri] if self._n_active[ri] else []
         fps = sorted(set(mine) | set(rows_by_fp))
         if not fps:
             return
@@ -162,7 +182,8 @@ class AlertEngine:
                         lb, sample = info[fp]
                         h = self._history.get(key)
                         if h is None:
-                            a = _Alert(ri, lb, fp, "pending", t_ms, v, rule.render_annotations(sample, v), t_ms, sample_labels=sample)
+                            a = _Alert(ri, dict(lb), fp, "pending", t_ms, v, rule.render_annotations(sample, v), t_ms,
+                                       sample_labels=dict(sample))
                             self._history[key] = a
                             self._order.append(key)
                         else:
@@ -171,6 +192,7 @@ class AlertEngine:
                             a.annotations = rule.render_annotations(sample, v)
                             a.episodes += 1
                         self._active[key] = a
+                        self._n_active[ri] += 1
                         out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
                         seq += 1
                     if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
@@ -188,6 +210,7 @@ class AlertEngine:
                                                                "resolved" if was == "firing" else "inactive", a.value)))
                     seq += 1
                     del self._active[key]
+                    self._n_active[ri] -= 1
 
     def active(self) -> list[dict]:
         """Alerts now pending or firing, sorted by (alertname, fingerprint)."""

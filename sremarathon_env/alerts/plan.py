@@ -1,0 +1,613 @@
+"""A compiled evaluation plan for a whole rule pack: label work once per series set, numpy per call.
+
+The generic evaluator (``engine.py``) walks each rule's tree on every call and redoes cheap but
+numerous Python steps per node. The alert engine instead compiles the pack into a plan of nodes
+whose label-dependent parts (selected rows, group index arrays, matching pairs, output label sets)
+are computed once for the current *series-set signature* (the row counts of every family the pack
+reads; families only grow by appending rows). While the signature holds, a call is pure numpy on
+``(series x times)`` matrices:
+
+* equal sub-expressions of all rules are one node, evaluated once per call;
+* range functions over plain selectors with the same function, range and offset are evaluated in
+  one batch over the stacked rows of all their selectors (these functions are row-independent);
+* rules whose result has no series for this store (selectors that match nothing) cost nothing;
+* anything without a fast path (rare operators, duplicate label sets, many-to-many groups) is
+  evaluated by the generic evaluator with its children's values seeded, so results and errors
+  are exactly the generic evaluator's.
+
+>>> import numpy as np
+>>> from sremarathon_env.telemetry.store import MetricStore
+>>> from sremarathon_env.alerts import PromQLEngine, load_rule_pack
+>>> store = MetricStore(step_s=15.0)
+>>> fam = store.family("kube_node_status_condition", ("node", "condition", "status"))
+>>> rows = fam.rows([("n1", "Ready", "true")])
+>>> for k in range(8):
+...     store.write(fam, rows, k, np.array([0.0]))
+>>> plan = PackPlan(PromQLEngine(store), load_rule_pack().rules)
+>>> out = plan.evaluate(np.arange(8, dtype=np.int64) * 15000)
+>>> names = [r.name for r in load_rule_pack().rules]
+>>> out[names.index("NodeNotReady")].p.tolist()
+[[True, True, True, True, True, True, True, True]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import syntax as S
+from .engine import PromQLEngine, _bucket_quantile, _Ctx
+from .limits import QueryError
+from .rangefuncs import RANGE_FUNCS
+from .values import Scal, Vec, Win, dedupe, drop_names, memo
+from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _elem, _groups, _pairs, _sig_index, _sigs
+
+#: range functions evaluated in batches (row-independent, no scalar parameter)
+_BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets", "sum_over_time", "avg_over_time",
+            "min_over_time", "max_over_time", "count_over_time", "last_over_time", "present_over_time",
+            "stddev_over_time", "stdvar_over_time"}
+
+
+class _Mismatch(Exception):
+    """A generic node's labels differ from the plan's (never expected): evaluate the rule generically."""
+
+
+def _has_dup(labels: list) -> bool:
+    return memo(("hasdup",), (labels,), lambda: len(set(labels)) != len(labels))
+
+
+class _Env:
+    """One call: evaluation times, the store's tick count, and a generic context for fallbacks."""
+
+    __slots__ = ("times", "T", "n_ticks", "ctx")
+
+    def __init__(self, times: np.ndarray, n_ticks: int, ctx: _Ctx):
+        self.times = times
+        self.T = len(times)
+        self.n_ticks = n_ticks
+        self.ctx = ctx
+
+
+class _Node:
+    kind = "v"
+    labels: list = []
+
+    def __init__(self) -> None:
+        self._stamp = None
+        self._out = None
+
+    def value(self, E: _Env):
+        if self._stamp is not E:
+            self._out = self.compute(E)
+            self._stamp = E
+        return self._out
+
+    def compute(self, E: _Env):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class _Empty(_Node):
+    labels: list = []
+
+    def compute(self, E):
+        return np.zeros((0, E.T)), np.zeros((0, E.T), bool)
+
+
+class _Const(_Node):
+    kind = "s"
+
+    def __init__(self, val: float):
+        super().__init__()
+        self.val = val
+
+    def compute(self, E):
+        return np.full(E.T, self.val)
+
+
+def _flatten(parts) -> tuple[list, np.ndarray | None]:
+    if parts and parts[0][0] == "perm":
+        _, order, inner = parts[0]
+        return list(inner), order
+    return list(parts), None
+
+
+def _gather(flat, perm, n_ticks: int, cols: np.ndarray) -> np.ndarray:
+    if len(flat) == 1:
+        fam, rows = flat[0]
+        out = fam.values(n_ticks)[rows[:, None], cols[None, :]]
+    else:
+        out = np.vstack([fam.values(n_ticks)[rows[:, None], cols[None, :]] for fam, rows in flat])
+    return out if perm is None else out[perm]
+
+
+class _Sel(_Node):
+    def __init__(self, plan: "PackPlan", sel: S.Sel, parts, labels):
+        super().__init__()
+        self.plan, self.sel = plan, sel
+        self.flat, self.perm = _flatten(parts)
+        self.labels = labels
+
+    def compute(self, E):
+        ref, j, ok = self.plan.instant_cols(E, self.sel.at_ms, self.sel.offset_ms)
+        vals = _gather(self.flat, self.perm, E.n_ticks, j)
+        return vals, ~np.isnan(vals) & ok[None, :]
+
+
+class _RangeGroup:
+    """All batched calls of one range function with equal range, offset and @."""
+
+    def __init__(self, plan: "PackPlan", name: str, range_ms: int, offset_ms: int, at_ms):
+        self.plan, self.name, self.range_ms, self.offset_ms, self.at_ms = plan, name, range_ms, offset_ms, at_ms
+        self.members: list[tuple[list, np.ndarray | None]] = []
+        self.n = 0
+        self._stamp = None
+        self._out = None
+
+    def add(self, parts, n: int) -> int:
+        self.members.append(_flatten(parts))
+        start = self.n
+        self.n += n
+        return start
+
+    def value(self, E: _Env):
+        if self._stamp is E:
+            return self._out
+        p = self.plan
+        ref = E.times if self.at_ms is None else np.full(E.T, self.at_ms, dtype=np.int64)
+        ref = ref - self.offset_ms
+        st = p.step_ms
+        lo_abs = -((-(ref - self.range_ms - p.t0_ms)) // st)
+        hi_abs = np.minimum((ref - p.t0_ms) // st, E.n_ticks - 1)
+        lo_abs = np.maximum(lo_abs, 0)
+        c0 = int(lo_abs.min())
+        c1 = int(hi_abs.max())
+        if c1 < c0:
+            cols = np.zeros(0, dtype=np.intp)
+            v = np.zeros((self.n, 0))
+        else:
+            cols = np.arange(c0, c1 + 1)
+            blocks = [_gather(flat, perm, E.n_ticks, cols) for flat, perm in self.members]
+            v = blocks[0] if len(blocks) == 1 else np.vstack(blocks)
+        w = Win([], v, ~np.isnan(v), p.t0_ms + cols.astype(np.int64) * st, lo_abs - c0, hi_abs - c0,
+                self.range_ms, self.offset_ms)
+        rv, rp = RANGE_FUNCS[self.name](w, E.times, None)
+        self._out = (np.asarray(rv, dtype=np.float64), rp)
+        self._stamp = E
+        return self._out
+
+
+class _Range(_Node):
+    def __init__(self, group: _RangeGroup, start: int, n: int, labels):
+        super().__init__()
+        self.group, self.a, self.b = group, start, start + n
+        self.labels = labels
+
+    def compute(self, E):
+        v, p = self.group.value(E)
+        return v[self.a : self.b], p[self.a : self.b]
+
+
+class _Pass(_Node):
+    """Same values, other labels (label_replace without duplicate results)."""
+
+    def __init__(self, child: _Node, labels):
+        super().__init__()
+        self.child, self.labels = child, labels
+
+    def compute(self, E):
+        return self.child.value(E)
+
+
+class _Agg(_Node):
+    def __init__(self, op: str, child: _Node, keys, gid: np.ndarray):
+        super().__init__()
+        self.op, self.child, self.labels = op, child, keys
+        G = len(keys)
+        order = np.argsort(gid, kind="stable")
+        sizes = np.bincount(gid, minlength=G)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        self.order = None if np.array_equal(order, np.arange(len(order))) else order
+        self.starts = starts
+        self.singletons = bool((sizes == 1).all())
+        self.seq = []
+        for r in range(1, int(sizes.max()) if G else 0):
+            has = np.flatnonzero(sizes > r)
+            self.seq.append((has, starts[has] + r))
+
+    def compute(self, E):
+        v, p = self.child.value(E)
+        if self.order is not None:
+            v, p = v[self.order], p[self.order]
+        if self.singletons:
+            anyp = p
+        else:
+            anyp = np.logical_or.reduceat(p, self.starts, axis=0)
+        op = self.op
+        if op == "sum":
+            W = np.where(p, v, 0.0)
+            if self.singletons:
+                return W, anyp
+            out = W[self.starts]
+            for has, src in self.seq:
+                out[has] += W[src]
+            return out, anyp
+        if op == "count":
+            return np.add.reduceat(p.astype(np.float64), self.starts, axis=0), anyp
+        if op == "group":
+            return np.ones((len(self.labels), E.T)), anyp
+        if op == "max":
+            return np.fmax.reduceat(np.where(p, v, np.nan), self.starts, axis=0), anyp
+        return np.fmin.reduceat(np.where(p, v, np.nan), self.starts, axis=0), anyp
+
+
+class _VecScalar(_Node):
+    def __init__(self, op: str, vec: _Node, sc: _Node, scalar_left: bool, return_bool: bool, labels):
+        super().__init__()
+        self.op, self.vec, self.sc, self.left, self.rb = op, vec, sc, scalar_left, return_bool
+        self.labels = labels
+        self.const = sc.val if isinstance(sc, _Const) else None
+
+    def compute(self, E):
+        v, p = self.vec.value(E)
+        s = self.const if self.const is not None else self.sc.value(E)[None, :]
+        lv, rv = (s, v) if self.left else (v, s)
+        op = self.op
+        with np.errstate(all="ignore"):
+            if op in ARITH_FUNCS:
+                return np.broadcast_to(ARITH_FUNCS[op](lv, rv), v.shape).astype(np.float64, copy=False), p
+            c = CMP_FUNCS[op](lv, rv)
+        if self.rb:
+            return c.astype(np.float64), p
+        return v, p & c
+
+
+class _VecVec(_Node):
+    def __init__(self, op, lhs, rhs, swap, mi, oi, labels, return_bool):
+        super().__init__()
+        self.op, self.lhs, self.rhs, self.swap, self.rb = op, lhs, rhs, swap, return_bool
+        self.mi, self.oi, self.labels = mi, oi, labels
+
+    def compute(self, E):
+        lv, lp = self.lhs.value(E)
+        rv, rp = self.rhs.value(E)
+        (mv, mp), (ov, op_) = ((rv, rp), (lv, lp)) if self.swap else ((lv, lp), (rv, rp))
+        ov, op_ = ov[self.oi], op_[self.oi]
+        mv, mp = mv[self.mi], mp[self.mi]
+        vl, vr = (ov, mv) if self.swap else (mv, ov)
+        val, keep = _elem(self.op, vl, vr, self.rb)
+        p = mp & op_
+        if keep is not None:
+            p &= keep
+        return np.asarray(val, dtype=np.float64), p
+
+
+class _SetAndUnless(_Node):
+    def __init__(self, op, lhs, rhs, r_order, r_starts, lmap):
+        super().__init__()
+        self.op, self.lhs, self.rhs = op, lhs, rhs
+        self.r_order, self.r_starts, self.lmap = r_order, r_starts, lmap
+        self.labels = lhs.labels
+
+    def compute(self, E):
+        lv, lp = self.lhs.value(E)
+        if self.r_starts is None:
+            mask = np.zeros((len(self.labels), E.T), bool)
+        else:
+            _, rp = self.rhs.value(E)
+            union = np.logical_or.reduceat(rp[self.r_order], self.r_starts, axis=0)
+            union = np.vstack([union, np.zeros((1, E.T), bool)])
+            mask = union[self.lmap]
+        return lv, (lp & mask if self.op == "and" else lp & ~mask)
+
+
+class _HistQuantile(_Node):
+    def __init__(self, q: _Node, child: _Node, layout):
+        super().__init__()
+        self.q, self.child = q, child
+        self.labels = [key for key, _, _ in layout]
+        # batches of groups with the same distinct upper bounds (columns are independent)
+        batches: dict[tuple, list[int]] = {}
+        self.slow: list[int] = []
+        for g, (_, ubs, _) in enumerate(layout):
+            if len(set(ubs.tolist())) == len(ubs):
+                batches.setdefault(tuple(ubs.tolist()), []).append(g)
+            else:
+                self.slow.append(g)
+        self.layout = layout
+        self.batches = [(np.array(k), np.array(gs, dtype=np.intp), np.vstack([layout[g][2] for g in gs]))
+                        for k, gs in batches.items()]
+
+    def compute(self, E):
+        T = E.T
+        q = self.q.value(E)
+        v, p = self.child.value(E)
+        G = len(self.labels)
+        res = np.full((G, T), np.nan)
+        anyp = np.zeros((G, T), bool)
+        for ubs, gs, R in self.batches:
+            C = v[R]  # (g, m, T)
+            P = p[R]
+            ap = P.any(axis=1)
+            full = P.all(axis=1) & ap
+            g, m = R.shape
+            Cm = C.transpose(1, 0, 2).reshape(m, g * T)
+            val = _bucket_quantile(np.tile(q, g), ubs, Cm).reshape(g, T)
+            out = np.where(full, val, np.nan)
+            for gi, t in np.argwhere(ap & ~full):
+                sel = P[gi, :, t]
+                out[gi, t] = _bucket_quantile(q[t : t + 1], ubs[sel], C[gi][sel][:, t : t + 1], coalesce=True)[0]
+            res[gs] = out
+            anyp[gs] = ap
+        for g in self.slow:
+            _, ubs, rows = self.layout[g]
+            C, P = v[rows], p[rows]
+            ap = P.any(axis=0)
+            for t in np.flatnonzero(ap):
+                sel = P[:, t]
+                res[g, t] = _bucket_quantile(q[t : t + 1], ubs[sel], C[sel][:, t : t + 1], coalesce=True)[0]
+            anyp[g] = ap
+        return res, anyp
+
+
+class _Generic(_Node):
+    """The generic evaluator on this node, its (plan) children's values seeded into the context."""
+
+    def __init__(self, plan: "PackPlan", node: S.Node, children: list[tuple[S.Node, _Node]], labels, kind: str):
+        super().__init__()
+        self.plan, self.node, self.children, self.labels, self.kind = plan, node, children, labels, kind
+
+    def compute(self, E):
+        ctx = E.ctx
+        for cnode, child in self.children:
+            val = child.value(E)
+            ctx.cache[cnode.key] = Scal(val) if child.kind == "s" else Vec(child.labels, val[0], val[1])
+        out = self.plan.promql._eval_uncached(self.node, ctx)
+        if isinstance(out, Scal):
+            return out.v
+        if out.labels is not self.labels and out.labels != self.labels:
+            raise _Mismatch(self.node.key)
+        return out.v, out.p
+
+
+class PackPlan:
+    """Compiled plan of a rule list over one ``PromQLEngine``'s store; rebuilt when a series set grows."""
+
+    def __init__(self, promql: PromQLEngine, rules):
+        self.promql = promql
+        self.store = promql.store
+        self.rules = list(rules)
+        self.step_ms, self.t0_ms = promql.step_ms, promql.t0_ms
+        self.lookback_ms = promql.limits.lookback_ms
+        names: set[str] = set()
+        self._all_families = False
+        for r in self.rules:
+            for sel in _selectors(r.node):
+                if sel.name is None:
+                    self._all_families = True
+                else:
+                    names.add(sel.name)
+        self._names = sorted(names)
+        self._sig: tuple | None = None
+        self._roots: list[_Node | None] = []
+        self.builds = 0
+
+    # ------------------------------------------------------------------ signature and build
+    def signature(self) -> tuple:
+        store = self.store
+        names = store.names() if self._all_families else self._names
+        return tuple((id(f), len(f)) for n in names for f in store.families(n))
+
+    def _build(self) -> None:
+        self.builds += 1
+        self._nodes: dict[str, _Node | None] = {}
+        self._groups: dict[tuple, _RangeGroup] = {}
+        self._dummy = _Ctx(np.zeros(1, dtype=np.int64), self.promql.default_step_ms)
+        roots: list[_Node | None] = []
+        for r in self.rules:
+            try:
+                with np.errstate(all="ignore"):
+                    root = self._node(r.node)
+            except (QueryError, _Mismatch):
+                root = None
+            roots.append(root if root is None or root.kind == "v" else None)
+        self._roots = roots
+
+    def _node(self, node: S.Node) -> _Node:
+        hit = self._nodes.get(node.key)
+        if hit is not None:
+            return hit
+        out = self._make(node)
+        self._nodes[node.key] = out
+        return out
+
+    def _make(self, node: S.Node) -> _Node:  # noqa: C901 - one branch per fast path
+        if isinstance(node, S.Num):
+            return _Const(node.val)
+        if isinstance(node, S.Sel):
+            parts, labels = self.promql._select(node, self._dummy)
+            return _Sel(self, node, parts, labels) if labels else _Empty()
+        if isinstance(node, S.Call) and node.name in _BATCHED and isinstance(node.args[0], S.MatSel) and len(node.args) == 1:
+            ms = node.args[0]
+            sel = ms.sel
+            parts, labels = self.promql._select(sel, self._dummy)
+            if not labels:
+                return _Empty()
+            out_labels = labels if node.name == "last_over_time" else drop_names(labels)
+            if _has_dup(out_labels):
+                return self._generic(node, [])
+            gk = (node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
+            grp = self._groups.get(gk)
+            if grp is None:
+                grp = self._groups[gk] = _RangeGroup(self, node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
+            start = grp.add(parts, len(labels))
+            return _Range(grp, start, len(labels), out_labels)
+        if isinstance(node, S.Call) and node.name == "label_replace":
+            child = self._node(node.args[0])
+            if not child.labels:
+                return _Empty() if child.kind == "v" else self._generic(node, [(node.args[0], child)])
+            dst, repl, src, rx = (a.val for a in node.args[1:])
+            out = memo(("label_replace", dst, repl, src, rx), (child.labels,),
+                       lambda: self.promql._label_replace(child.labels, dst, repl, src, rx))
+            if _has_dup(out):
+                return self._generic(node, [(node.args[0], child)])
+            return _Pass(child, out)
+        if isinstance(node, S.Call) and node.name == "histogram_quantile" and isinstance(node.args[0], S.Num):
+            q = self._node(node.args[0])
+            child = self._node(node.args[1])
+            layout = memo(("hq",), (child.labels,), lambda: self.promql._hq_layout(child.labels))
+            if not layout:
+                return _Empty()
+            return _HistQuantile(q, child, layout)
+        if isinstance(node, S.Agg) and node.op in ("sum", "count", "group", "max", "min"):
+            child = self._node(node.expr)
+            if not child.labels:
+                return _Empty()
+            keys, gid = _groups(Vec(child.labels, None, None), node.without, node.grouping)  # type: ignore[arg-type]
+            return _Agg(node.op, child, keys, gid)
+        if isinstance(node, S.Bin):
+            lhs, rhs = self._node(node.lhs), self._node(node.rhs)
+            kinds = (lhs.kind, rhs.kind)
+            if kinds == ("v", "s") or kinds == ("s", "v"):
+                left = kinds[0] == "s"
+                vec, sc = (rhs, lhs) if left else (lhs, rhs)
+                if not vec.labels:
+                    return _Empty()
+                if node.op in CMP_FUNCS and not node.return_bool:
+                    return _VecScalar(node.op, vec, sc, left, False, vec.labels)
+                labels = drop_names(vec.labels)
+                if _has_dup(labels):
+                    return self._generic(node, [(node.lhs, lhs), (node.rhs, rhs)])
+                return _VecScalar(node.op, vec, sc, left, node.return_bool, labels)
+            if kinds == ("v", "v") and node.op in ("and", "unless"):
+                if not lhs.labels:
+                    return _Empty()
+                return self._set_op(node, lhs, rhs)
+            if kinds == ("v", "v") and node.op not in S.SETOPS:
+                fast = self._vec_vec(node, lhs, rhs)
+                if fast is not None:
+                    return fast
+            return self._generic(node, [(node.lhs, lhs), (node.rhs, rhs)])
+        children: list[tuple[S.Node, _Node]] = []
+        if isinstance(node, S.Agg):
+            children.append((node.expr, self._node(node.expr)))
+            if node.param is not None:
+                children.append((node.param, self._node(node.param)))
+        elif isinstance(node, S.Neg):
+            children.append((node.expr, self._node(node.expr)))
+        elif isinstance(node, S.Call):
+            for a in node.args:
+                if not isinstance(a, (S.MatSel, S.Subq, S.Str)):
+                    children.append((a, self._node(a)))
+        return self._generic(node, children)
+
+    def _generic(self, node: S.Node, children: list[tuple[S.Node, _Node]]) -> _Node:
+        ctx = self._dummy
+        ctx.cache = {}
+        for cnode, child in children:
+            if child.kind == "s":
+                ctx.cache[cnode.key] = Scal(np.full(1, np.nan))
+            else:
+                n = len(child.labels)
+                ctx.cache[cnode.key] = Vec(child.labels, np.full((n, 1), np.nan), np.zeros((n, 1), bool))
+        out = self.promql._eval_uncached(node, ctx)
+        ctx.cache = {}
+        if isinstance(out, Scal):
+            return _Generic(self, node, children, [], "s")
+        if not out.labels:
+            return _Empty()
+        return _Generic(self, node, children, out.labels, "v")
+
+    def _set_op(self, node: S.Bin, lhs: _Node, rhs: _Node) -> _Node:
+        on, names = node.on, node.match_labels
+        lsigs = _sigs(lhs.labels, on, names)
+        if not rhs.labels:
+            return _SetAndUnless(node.op, lhs, rhs, None, None, None)
+        rsig = _sig_index(Vec(rhs.labels, None, None), on, names)  # type: ignore[arg-type]
+        gi = {s: k for k, s in enumerate(rsig)}
+        r_order = np.concatenate([np.asarray(rows, dtype=np.intp) for rows in rsig.values()])
+        sizes = np.array([len(rows) for rows in rsig.values()])
+        r_starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        lmap = np.array([gi.get(s, len(rsig)) for s in lsigs], dtype=np.intp)
+        return _SetAndUnless(node.op, lhs, rhs, r_order, r_starts, lmap)
+
+    def _vec_vec(self, node: S.Bin, lhs: _Node, rhs: _Node) -> _Node | None:
+        card, on, names = node.card, node.on, node.match_labels
+        swap = card == "one-to-many"
+        many, one = (rhs, lhs) if swap else (lhs, rhs)
+        one_vec = Vec(one.labels, None, None)  # type: ignore[arg-type]
+        one_idx = _sig_index(one_vec, on, names)
+        if any(len(rows) > 1 for rows in one_idx.values()):
+            return None
+        firsts = np.array([rows[0] for rows in one_idx.values()], dtype=np.intp)
+        drop = node.op in ARITH_FUNCS or node.return_bool
+        pairs_m, pairs_o, labels = memo(("vv", drop, card, on, names, node.include), (many.labels, one.labels),
+                                        lambda: _pairs(many.labels, one.labels, one_idx, drop, card, on, names, node.include))
+        if not pairs_m:
+            return _Empty()
+        if card == "one-to-one" and memo(("dupgroups",), (labels,), lambda: _dup_groups(labels)):
+            return None
+        if _has_dup(labels):
+            return None
+        return _VecVec(node.op, lhs, rhs, swap, np.asarray(pairs_m, dtype=np.intp), firsts[np.asarray(pairs_o, dtype=np.intp)],
+                       labels, node.return_bool)
+
+    # ------------------------------------------------------------------ evaluation
+    def instant_cols(self, E: _Env, at_ms, offset_ms: int):
+        """(ref times, clipped tick columns, lookback-and-not-before mask), shared by instant selectors."""
+        key = ("inst", at_ms, offset_ms)
+        cache = E.ctx.cache
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        ref = E.times if at_ms is None else np.full(E.T, at_ms, dtype=np.int64)
+        ref = ref - offset_ms
+        idx = (ref - self.t0_ms) // self.step_ms
+        j = np.clip(idx, 0, E.n_ticks - 1)
+        tj = self.t0_ms + j * self.step_ms
+        ok = ((ref - tj) <= self.lookback_ms) & (idx >= 0)
+        out = (ref, j, ok)
+        cache[key] = out
+        return out
+
+    def evaluate(self, times: np.ndarray) -> list:
+        """One ``Vec`` (or the ``QueryError`` the generic evaluator raises) per rule, at ``times`` (ms)."""
+        times = np.asarray(times, dtype=np.int64)
+        T = len(times)
+        sig = self.signature()
+        if sig != self._sig:
+            self._build()
+            self._sig = sig
+        ctx = self.promql.new_context(times, self.promql.default_step_ms)
+        E = _Env(times, self.store.n_ticks, ctx)
+        out: list = []
+        empty = None
+        for rule, root in zip(self.rules, self._roots):
+            if root is not None and not root.labels:
+                if empty is None:
+                    empty = Vec.empty(T)
+                out.append(empty)
+                continue
+            if root is not None:
+                try:
+                    with np.errstate(all="ignore"):
+                        v, p = root.value(E)
+                    out.append(Vec(root.labels, v, p))
+                    continue
+                except Exception:  # noqa: BLE001 - the generic evaluator gives the exact result or error
+                    pass
+            try:
+                out.append(self.promql.evaluate(rule.node, times, ctx=ctx))
+            except QueryError as err:
+                out.append(err)
+        return out
+
+
+def _selectors(node: S.Node):
+    if isinstance(node, S.Sel):
+        yield node
+        return
+    for f in ("expr", "lhs", "rhs", "param", "sel"):
+        c = getattr(node, f, None)
+        if isinstance(c, S.Node):
+            yield from _selectors(c)
+    for a in getattr(node, "args", ()) or ():
+        yield from _selectors(a)
