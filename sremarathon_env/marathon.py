@@ -25,6 +25,7 @@ vectorised pass) and their transitions are recorded after the tick records of th
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
@@ -111,8 +112,15 @@ class _Live:
 
 @dataclass
 class _Driver:
-    """Drives the orchestrator's schedule against a backend tick by tick (shared by the scored run
-    and the no-action reference run, so both see exactly the same faults at the same times)."""
+    """Drives the orchestrator's schedule against a backend (shared by the scored run and the
+    no-action reference run, so both see exactly the same faults at the same times).
+
+    `tick(t)` gives tick ``t``'s entry evidence, the live faults' probe and artifact results and the
+    orchestrator events applied before it, exactly as if the twin were advanced one tick at a time:
+    events due by ``t`` are applied, then the twin ticks, then each live fault is checked. After
+    `plan_until(t_end)` (nobody else touches the backend before ``t_end``), the driver advances a
+    backend that offers per-tick reads (``backend.at(t)``) in blocks between orchestrator events and
+    evaluates each tick's checks against that tick's recorded state."""
 
     cfg: MarathonConfig
     backend: Any
@@ -126,9 +134,18 @@ class _Driver:
         self.live = [_Live(sf.instance_id, by_id[sf.fault_id], float(sf.start_s), float(sf.end_s))
                      for sf in self.schedule.faults]
         self.noise_pending = sorted(self.schedule.noise, key=lambda e: (e.start_s, e.id))
+        self._ready: dict[int, tuple[Any, dict, list]] = {}   # tick index -> result, computed ahead
+        self._limit_k = 0                                      # ticks up to here may be computed ahead
+        self._blocks = hasattr(self.backend, "at")
 
-    def tick(self, t: float) -> tuple[Any, dict, list]:
-        """Apply the events due by ``t``, run the twin tick at ``t``, check the live faults."""
+    def _k(self, t: float) -> int:
+        return int(round(t / self.cfg.tick_s))
+
+    def plan_until(self, t_end: float) -> None:
+        """Promise that nothing but this driver acts on the backend before ``t_end``."""
+        self._limit_k = max(self._limit_k, int(t_end / self.cfg.tick_s + 1e-9))
+
+    def _apply_events(self, t: float) -> list[dict]:
         events: list[dict] = []
         for lf in self.live:
             if lf.handle is None and lf.start_s <= t:
@@ -154,17 +171,53 @@ class _Driver:
             else:
                 still.append((ev, handles))
         self.noise_active = still
-        evidence = self.backend.advance_to(t)[-1]
+        return events
+
+    def _next_event_k(self) -> int:
+        """The first tick at which an orchestrator event is due (a very large number when none is)."""
+        times = [lf.start_s for lf in self.live if lf.handle is None]
+        times += [lf.end_s for lf in self.live if lf.handle is not None and not lf.done]
+        if self.noise_pending:
+            times.append(self.noise_pending[0].start_s)
+        times += [ev.end_s for ev, _ in self.noise_active]
+        if not times:
+            return 1 << 40
+        return int(math.ceil(min(times) / self.cfg.tick_s - 1e-9))
+
+    def _checks(self, view: Any) -> dict:
         probes = {}
         memo: dict = {}
         for lf in self.live:
             if lf.handle is not None and not lf.done:
                 probes[lf.instance_id] = {
                     "active": bool(lf.handle.ok),
-                    "probe_ok": bool(probe_ok(lf.fault, self.backend, memo, lf.handle)),
-                    "artifact_ok": bool(artifact_ok(lf.fault, lf.handle, self.backend)),
+                    "probe_ok": bool(probe_ok(lf.fault, view, memo, lf.handle)),
+                    "artifact_ok": bool(artifact_ok(lf.fault, lf.handle, view)),
                 }
-        return evidence, probes, events
+        return probes
+
+    def tick(self, t: float) -> tuple[Any, dict, list]:
+        """Apply the events due by ``t``, run the twin tick at ``t``, check the live faults."""
+        k = self._k(t)
+        hit = self._ready.pop(k, None)
+        if hit is not None:
+            return hit
+        self._ready.clear()
+        events = self._apply_events(t)
+        tick_s = self.cfg.tick_s
+        k_end = k
+        if self._blocks and self._limit_k > k:
+            k_end = max(k, min(self._limit_k, self._next_event_k() - 1))
+        evidence = self.backend.advance_to(k_end * tick_s)
+        if k_end == k:
+            view = self.backend.at(t) if self._blocks else self.backend
+            return evidence[-1], self._checks(view), events
+        if len(evidence) != k_end - k + 1:   # pragma: no cover - the twin returns one entry per tick
+            raise RuntimeError(f"expected {k_end - k + 1} ticks of evidence, got {len(evidence)}")
+        for i, ev in enumerate(evidence):
+            kk = k + i
+            self._ready[kk] = (ev, self._checks(self.backend.at(kk * tick_s)), events if i == 0 else [])
+        return self._ready.pop(k)
 
 
 @lru_cache(maxsize=32)
@@ -174,6 +227,7 @@ def reference_evidence(cfg: MarathonConfig) -> dict[str, list[float]]:
     drv = _Driver(cfg, backend, _schedule(cfg.schedule_key()))
     out: dict[str, list[float]] = {"t": [], "total": [], "failed": [], "slow": [], "degraded": []}
     n_ticks = int(round(cfg.horizon_s / cfg.tick_s))
+    drv.plan_until(n_ticks * cfg.tick_s)
     for k in range(1, n_ticks + 1):
         ev, _, _ = drv.tick(k * cfg.tick_s)
         for key in out:
@@ -275,6 +329,7 @@ class Marathon:
         cfg = self.config
         ticks: list[tuple[float, dict]] = []
         t = self.now
+        self.driver.plan_until(t_end)
         while t + cfg.tick_s <= t_end + 1e-9:
             t = round(t + cfg.tick_s, 6)
             ev, probes, events = self.driver.tick(t)

@@ -27,10 +27,10 @@ from sremarathon_env.backends.base import EntryEvidence, OpResult
 from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
 from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, marker_holds
-from sremarathon_env.backends.sim.history import History
+from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
 from sremarathon_env.backends.sim.metrics import MetricWriter
 from sremarathon_env.backends.sim.model import CompiledApp
-from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, last, take
+from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, _Groups, take
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum
 from sremarathon_env.telemetry.store import MetricStore
 
@@ -79,6 +79,11 @@ class SimBackend:
         self.cluster.bootstrap(self._crash_plan, meta_of=self._initial_meta)
         self.store = MetricStore(step_s=self.tick_s, capacity=int(5400 / self.tick_s) + 8)
         self.history = History(self.m)
+        self._svc_in = _Groups(self.m.edge_callee, self.m.S)        # edge columns -> callee service
+        self._lag_callee = [self.m.edges[e][1] for e in self.m.async_edges]
+        self._desired = np.zeros(self.m.S)
+        self._restarts = np.zeros(self.m.S)
+        self._mem_layout = (-1, None, None, None)
         self.pod_ooms: dict[int, int] = {}
         self.sig_timeline: list[list] = []        # [start, end, svc, text]
         self._sig_open: dict[tuple[int, str], list] = {}
@@ -97,7 +102,6 @@ class SimBackend:
         self._tick = 0
         self._now = 0.0
         self._effects_dirty = True
-        self.last = None
         self.cluster.run_until(0.0)
         self._refresh(0.0, 0)
         # tick 0 stands for the hour the app has already run: its counters carry that hour's totals
@@ -197,8 +201,18 @@ class SimBackend:
                 self._lag[i] = max(0.0, self._lag[i] + produced - min(cap, self._lag[i] + produced))
             lag_block[k] = self._lag
         self.writer.write_flows(k0, Kc, dt, out, cpu, per, thr, mem, running, lag_block, self.uh_edge)
-        self.history.record(k0, out, self.ready_count, self.res.edge_reason, self.inputs.e_app)
-        self.last = last(out)
+        rows = np.empty((Kc, len(SVC_FIELDS), m.S))
+        rows[:, :4] = self._svc_in(np.stack([out.edge_rate, out.edge_fail, out.edge_rate * out.edge_lat_src,
+                                              out.edge_rate * out.edge_sigma], axis=1))
+        rows[:, 4] = out.svc_rho
+        rows[:, 5] = self._mem_util(mem, running, sl)
+        rows[:, 6] = 0.0
+        for i, s_ in enumerate(self._lag_callee):
+            rows[:, 6, s_] += lag_block[:, i]
+        rows[:, 7] = self.ready_count
+        rows[:, 8] = self._desired
+        rows[:, 9] = self._restarts
+        self.history.record(k0, out, self.ready_count, self.res.edge_reason, self.inputs.e_app, rows)
         if over[-1].any():
             Tk = (k0 + Kc - 1) * self.tick_s
             for j in np.flatnonzero(over[-1]):
@@ -206,6 +220,13 @@ class SimBackend:
                 self.pod_ooms[pod.slot] = self.pod_ooms.get(pod.slot, 0) + 1
                 c.terminate(pod, Tk, "OOMKilled", 137, _oom_line(self.app.services[pod.svc].language, c.svc_names[pod.svc]))
             c.reconcile_marked(Tk)
+            # the killed containers no longer run at this tick's reads; restarts and placement changed
+            k_last = k0 + Kc - 1
+            self._restarts = self._restart_counts()
+            self.history.svc[SVC_FIELDS.index("restarts"), k_last] = self._restarts
+            run_now = c.p_running[sl] & c.p_active[sl]
+            self.history.svc[SVC_FIELDS.index("mem_util"), k_last] = self._mem_util(mem[-1:], run_now, sl)[0]
+            self.history.add_epoch(self._snapshot(), from_tick=k_last)
         req = out.path_req_rate * dt
         total = req.sum(axis=1)
         fail = (req * out.path_fail).sum(axis=1)
@@ -294,6 +315,58 @@ class SimBackend:
         c.dirty = False
         self._effects_dirty = False
         self.writer.refresh_state(tick)
+        self._desired = np.zeros(m.S)
+        for dep in c.deployments.values():
+            self._desired[dep.svc] = dep.replicas
+        self._restarts = self._restart_counts()
+        self.history.add_epoch(self._snapshot())
+
+    def _restart_counts(self) -> np.ndarray:
+        c = self.cluster
+        n = len(c.pods)
+        act = c.p_active[:n]
+        return np.bincount(c.p_svc[:n][act], c.p_restarts[:n][act], minlength=self.m.S).astype(float)
+
+    def _mem_util(self, mem: np.ndarray, running: np.ndarray, sl: np.ndarray) -> np.ndarray:
+        """(K, S): per service, the largest working set / memory limit over its running pods (0 when
+        none runs or none has a limit)."""
+        c = self.cluster
+        key = (c.layout_version, len(sl))
+        if self._mem_layout[0] != key:
+            svc = c.p_svc[sl]
+            order = np.argsort(svc, kind="stable")
+            g = svc[order]
+            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, dtype=np.intp)
+            self._mem_layout = (key, order, starts, g[starts] if len(g) else starts)
+        _, order, starts, present = self._mem_layout
+        out = np.zeros((mem.shape[0], self.m.S))
+        if len(order):
+            ratio = np.where(running, mem / c.p_mem_lim[sl], np.nan)[:, order]
+            red = np.fmax.reduceat(ratio, starts, axis=1)
+            out[:, present] = np.where(np.isnan(red), 0.0, red)
+        return out
+
+    def _snapshot(self) -> Epoch:
+        """The cluster state the health reads of the coming ticks need (see `History`)."""
+        c = self.cluster
+        n = len(c.pods)
+        ready = np.flatnonzero(self.pod_ready_eff[:n] & c.p_active[:n])
+        rs_ids = c.p_rs[ready]
+        rev = np.array([c.rs_by_id[i].revision for i in rs_ids], dtype=np.int64)
+        carried = {h for dep in c.deployments.values() for rs in dep.rss if rs.pods for h in rs.effects}
+        active = []
+        for h, e in self.book.effects.items():
+            if h in self._oneshot:
+                continue
+            if e.bind == "direct" or (e.bind == "revision" and h in carried) or \
+                    (e.bind == "flag" and self.flag_variant(e.flag) == e.variant):
+                active.append(h)
+        per_node: dict[str, int] = {}
+        for p in c.active_pods():
+            if p.node >= 0 and p.phase in ("Running", "Pending"):
+                name = c.nodes[p.node].name
+                per_node[name] = per_node.get(name, 0) + 1
+        return Epoch(c.p_svc[ready].copy(), rev, frozenset(active), per_node)
 
     def _effect_on(self, h: str, e: Effect) -> bool:
         if e.bind == "direct":
@@ -378,8 +451,11 @@ class SimBackend:
         if e.bind == "flag" and self.flag_variant(e.flag) is None:
             raise ValueError(f"effect bound to unknown flag {e.flag!r}")
 
-    def effect_active(self, handle: str) -> bool:
-        """Whether an effect is still registered and in force (bindings permitting) right now."""
+    def effect_active(self, handle: str, at: float | None = None) -> bool:
+        """Whether an effect is still registered and in force (bindings permitting) right now, or at
+        the tick at ``at``."""
+        if at is not None:
+            return handle in self.history.epochs[self.history.epoch_of[self._tick_at(at)]].active_effects
         e = self.book.effects.get(handle)
         if e is None:
             return False
@@ -693,54 +769,92 @@ class SimBackend:
         return None if dep is None else self.files_of(dep.current).get(path)
 
     # ================================================================== health
-    def service_health(self, service: str) -> dict[str, float]:
+    def _tick_at(self, at: float | None) -> int:
+        """The tick whose state a read ``at`` time ``at`` sees (the latest at or before it)."""
+        if at is None:
+            return self._tick
+        k = int(math.floor(float(at) / self.tick_s + 1e-9))
+        if not 0 <= k <= self._tick:
+            raise ValueError(f"no recorded tick at t={at!r} (the twin is at t={self._tick * self.tick_s:g})")
+        return k
+
+    def at(self, t: float) -> "TwinAt":
+        """A read-only view answering the health reads for the tick at ``t`` (a past tick of the run),
+        everything else from the live twin: what a probe evaluated right after advancing to ``t`` saw."""
+        return TwinAt(self, t)
+
+    def service_health(self, service: str, at: float | None = None) -> dict[str, float]:
         s = self.m.svc_index.get(service)
         if s is None:
             return {}
-        out = self.last
-        m = self.m
-        into = m.edge_callee == s
-        rate = float(out.edge_rate[into].sum())
-        fail = float(out.edge_fail[into].sum())
-        lat = float((out.edge_rate[into] * out.edge_lat_src[into]).sum() / rate) if rate > 0 else 0.0
-        sig = float((out.edge_rate[into] * out.edge_sigma[into]).sum() / rate) if rate > 0 else 0.45
-        dep = self.cluster.deployments[service]
-        slots = [p.slot for p in dep.live_pods() if p.cstate == "running"]
-        lim = self.cluster.p_mem_lim[slots] if slots else np.array([])
-        mem_util = float(np.nanmax(self.pod_mem[slots] / lim)) if slots and not np.all(np.isnan(lim)) else 0.0
-        return {"ready": float(self.ready_count[s]), "desired": float(dep.replicas),
-                "error_ratio": fail / rate if rate > 0 else 0.0,
-                "p95_ms": lat * math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig) if rate > 0 else 0.0,
-                "rate": rate, "cpu_util": float(out.svc_rho[s]) if np.isfinite(out.svc_rho[s]) else 0.0,
-                "mem_util": mem_util,
-                "restarts": float(sum(p.restarts for p in dep.live_pods()))}
+        k = self._tick_at(at)
+        row = self.history.svc[:, k, s]
+        rate, fail, lat_w, sig_w, rho = (float(x) for x in row[:5])
+        lat = lat_w / rate if rate > 0 else 0.0
+        sig = sig_w / rate if rate > 0 else 0.45
+        out = {"ready": float(row[7]), "desired": float(row[8]),
+               "error_ratio": fail / rate if rate > 0 else 0.0,
+               "p95_ms": lat * math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig) if rate > 0 else 0.0,
+               "rate": rate, "cpu_util": rho if math.isfinite(rho) else 0.0,
+               "mem_util": float(row[5]), "restarts": float(row[9])}
+        if s in self._lag_callee:
+            out["lag"] = float(row[6])
+        if at is None:   # state the last tick does not show yet (interventions since)
+            dep = self.cluster.deployments[service]
+            live = dep.live_pods()
+            slots = [p.slot for p in live if p.cstate == "running"]
+            lim = self.cluster.p_mem_lim[slots] if slots else np.array([])
+            out["ready"] = float(self.ready_count[s])
+            out["desired"] = float(dep.replicas)
+            out["mem_util"] = float(np.nanmax(self.pod_mem[slots] / lim)) if slots and not np.all(np.isnan(lim)) else 0.0
+            out["restarts"] = float(sum(p.restarts for p in live))
+        return out
 
-    def path_health(self, path: str | None = None) -> dict[str, float]:
-        out = self.last
+    def path_health(self, path: str | None = None, at: float | None = None) -> dict[str, float]:
         m = self.m
         if path is None:
-            idx = np.arange(m.P)
+            idx = slice(None)
         elif path in m.path_names:
-            idx = np.array([m.path_names.index(path)])
+            idx = m.path_names.index(path)
         else:
             return {}
-        r = out.path_req_rate[idx]
+        k = self._tick_at(at)
+        rows = self.history.path[:, k]
+        if path is not None:
+            r = float(rows[0, idx])
+            return {"rate": r, "error_ratio": float(rows[1, idx]), "p95_ms": float(rows[2, idx]),
+                    "degraded_ratio": float(rows[3, idx]), "slow_ratio": float(rows[4, idx])}
+        r = rows[0]
         tot = float(r.sum())
-        w = r / tot if tot > 0 else np.full(len(idx), 1.0 / len(idx))
-        return {"rate": tot, "error_ratio": float((w * out.path_fail[idx]).sum()),
-                "p95_ms": float((w * out.path_p95[idx]).sum()) if path is None else float(out.path_p95[idx][0]),
-                "degraded_ratio": float((w * out.path_degraded[idx]).sum()),
-                "slow_ratio": float((w * out.path_slow[idx]).sum())}
+        w = r / tot if tot > 0 else np.full(m.P, 1.0 / m.P)
+        return {"rate": tot, "error_ratio": float((w * rows[1]).sum()), "p95_ms": float((w * rows[2]).sum()),
+                "degraded_ratio": float((w * rows[3]).sum()), "slow_ratio": float((w * rows[4]).sum())}
 
-    def edge_health(self, caller: str, callee: str) -> dict[str, float]:
+    def edge_health(self, caller: str, callee: str, at: float | None = None) -> dict[str, float]:
         e = self.m.edge_index.get((caller, callee))
         if e is None:
             return {}
-        out = self.last
-        rate = float(out.edge_rate[e])
-        s = float(out.edge_sigma[e])
-        return {"rate": rate, "error_ratio": float(out.edge_fail[e] / rate) if rate > 0 else 0.0,
-                "p95_ms": float(out.edge_lat_src[e] * math.exp(-0.5 * s * s + 1.6448536269514722 * s)) if rate > 0 else 0.0}
+        rate, fail, lat, s = (float(x) for x in self.history.edge[:, self._tick_at(at), e])
+        return {"rate": rate, "error_ratio": fail / rate if rate > 0 else 0.0,
+                "p95_ms": lat * math.exp(-0.5 * s * s + 1.6448536269514722 * s) if rate > 0 else 0.0}
+
+    def deployment_spec(self, service: str) -> dict[str, Any] | None:
+        """The Deployment's current pod template and replicas, as plain values (None: unknown service)."""
+        dep = self._dep(service)
+        if dep is None:
+            return None
+        tpl = dep.current.template
+        return {"image": f"{tpl['image']}:{tpl['tag']}", "repository": tpl["image"], "tag": tpl["tag"],
+                "env": dict(tpl["env"]), "resources": dict(tpl["resources"]), "replicas": dep.replicas,
+                "revision": dep.current.revision, "template_hash": dep.current.hash}
+
+    def pods_on_node(self, node: str, at: float | None = None) -> int:
+        """Pods (not deleted) bound to ``node`` whose phase is Running or Pending."""
+        if at is not None:
+            return self.history.epochs[self.history.epoch_of[self._tick_at(at)]].pods_on_node.get(node, 0)
+        c = self.cluster
+        return sum(1 for p in c.active_pods()
+                   if p.node >= 0 and c.nodes[p.node].name == node and p.phase in ("Running", "Pending"))
 
     def env_of(self, service: str) -> dict[str, str]:
         dep = self._dep(service)
@@ -758,10 +872,14 @@ class SimBackend:
             return None
         return self.config_maps[self.app.flags_config_map].get(f.name)
 
-    def serving_revisions(self, service: str) -> dict[int, int]:
+    def serving_revisions(self, service: str, at: float | None = None) -> dict[int, int]:
         dep = self._dep(service)
         if dep is None:
             return {}
+        if at is not None:
+            ep = self.history.epochs[self.history.epoch_of[self._tick_at(at)]]
+            revs = ep.ready_rev[ep.ready_svc == dep.svc]
+            return {int(r): int(k) for r, k in zip(*np.unique(revs, return_counts=True))}
         out = {}
         for rs in dep.rss:
             k = sum(1 for p in rs.pods if self.pod_ready_eff[p.slot])
@@ -872,3 +990,38 @@ def _oom_line(language: str, service: str) -> str:
 
 def _crash_line(e: Effect) -> str:
     return f"process exited with code {e.exit_code} ({e.reason})"
+
+
+class TwinAt:
+    """`SimBackend.at(t)`: the health reads (`service_health`, `path_health`, `edge_health`,
+    `serving_revisions`, `effect_active`, `pods_on_node`) for the tick at ``t``; every other attribute
+    is the live twin's (configuration, sources and deploy history cannot change between two ticks of
+    one advance)."""
+
+    __slots__ = ("_sim", "t")
+
+    def __init__(self, sim: SimBackend, t: float):
+        sim._tick_at(t)   # validates
+        self._sim = sim
+        self.t = float(t)
+
+    def service_health(self, service: str) -> dict[str, float]:
+        return self._sim.service_health(service, at=self.t)
+
+    def path_health(self, path: str | None = None) -> dict[str, float]:
+        return self._sim.path_health(path, at=self.t)
+
+    def edge_health(self, caller: str, callee: str) -> dict[str, float]:
+        return self._sim.edge_health(caller, callee, at=self.t)
+
+    def serving_revisions(self, service: str) -> dict[int, int]:
+        return self._sim.serving_revisions(service, at=self.t)
+
+    def effect_active(self, handle: str) -> bool:
+        return self._sim.effect_active(handle, at=self.t)
+
+    def pods_on_node(self, node: str) -> int:
+        return self._sim.pods_on_node(node, at=self.t)
+
+    def __getattr__(self, name: str):
+        return getattr(self._sim, name)

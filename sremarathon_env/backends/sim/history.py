@@ -1,17 +1,44 @@
-"""Compact per-tick history the lazy readers (logs, traces) synthesise from.
+"""Compact per-tick history: what the lazy readers (logs, traces) synthesise from, and what the
+health reads answer for a past tick (``service_health(s, at=t)``, ``backend.at(t)``).
 
-Per tick: every call node's rate, latency, failure, unreachable and timeout shares; ready endpoints
-per service; and why each edge cannot reach its callee. float32, grown by doubling; a 90-minute
-Online Boutique run keeps about 0.4 MB.
+Per tick: every call node's rate, latency, failure, unreachable and timeout shares (float32, for
+logs and traces); per edge, path and service the numbers of the health reads (float64, so a read
+for tick ``t`` equals the read made right after advancing to ``t``); ready endpoints, desired
+replicas and restarts per service; and the *epoch* (the cluster state snapshot taken at the last
+state refresh) each tick ran under: ready pods by revision, effects in force, pods per node. Arrays
+grow by doubling; a 90-minute Online Boutique run keeps well under 1 MB.
+
+>>> from apps import load_app
+>>> from sremarathon_env.backends.sim.model import CompiledApp
+>>> h = History(CompiledApp(load_app("online-boutique")))
+>>> h.node.shape[0], h.edge.shape[0], h.path.shape[0], h.svc.shape[0]
+(7, 4, 5, 9)
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from sremarathon_env.backends.sim.model import CompiledApp
 
 FIELDS = ("node_rate", "node_lat", "node_fail", "node_unreach", "node_timeout", "node_sigma", "node_e_app")
+EDGE_FIELDS = ("rate", "fail", "lat_src", "sigma")
+PATH_FIELDS = ("req_rate", "fail", "p95", "degraded", "slow")
+#: per service: calls into it (rate, failed, rate x latency, rate x sigma), utilisation, memory use of
+#: the fullest running pod (share of its limit), consumer lag, ready endpoints, desired replicas, restarts
+SVC_FIELDS = ("rate", "fail", "lat_w", "sig_w", "rho", "mem_util", "lag", "ready", "desired", "restarts")
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """Cluster state between two refreshes, as the health reads of a past tick need it."""
+
+    ready_svc: np.ndarray        # service of each ready pod
+    ready_rev: np.ndarray        # revision of each ready pod's ReplicaSet
+    active_effects: frozenset    # effect handles in force
+    pods_on_node: dict           # node name -> non-deleted pods bound there, phase Running or Pending
 
 
 class History:
@@ -22,19 +49,33 @@ class History:
         self.node = np.zeros((len(FIELDS), capacity, m.N), dtype=np.float32)
         self.ready = np.zeros((capacity, m.S), dtype=np.float32)
         self.reason = np.zeros((capacity, m.E), dtype=np.int8)
+        self.edge = np.zeros((len(EDGE_FIELDS), capacity, m.E))
+        self.path = np.zeros((len(PATH_FIELDS), capacity, m.P))
+        self.svc = np.zeros((len(SVC_FIELDS), capacity, m.S))
+        self.epoch_of = np.full(capacity, -1, dtype=np.int32)
+        self.epochs: list[Epoch] = []
 
     def _grow(self, need: int) -> None:
         cap = max(need, self.cap * 2)
-        node = np.zeros((len(FIELDS), cap, self.m.N), dtype=np.float32)
-        node[:, : self.cap] = self.node
-        ready = np.zeros((cap, self.m.S), dtype=np.float32)
-        ready[: self.cap] = self.ready
-        reason = np.zeros((cap, self.m.E), dtype=np.int8)
-        reason[: self.cap] = self.reason
-        self.node, self.ready, self.reason, self.cap = node, ready, reason, cap
 
-    def record(self, k0: int, out, ready: np.ndarray, reason: np.ndarray, e_app: np.ndarray) -> None:
-        """Store a block of ticks ``k0 .. k0+K-1`` (outputs with a leading tick axis)."""
+        def grow(a: np.ndarray, axis: int, fill=0) -> np.ndarray:
+            shape = list(a.shape)
+            shape[axis] = cap
+            b = np.full(shape, fill, dtype=a.dtype)
+            idx = [slice(None)] * a.ndim
+            idx[axis] = slice(0, self.cap)
+            b[tuple(idx)] = a
+            return b
+
+        self.node, self.edge, self.path, self.svc = (grow(a, 1) for a in (self.node, self.edge, self.path, self.svc))
+        self.ready, self.reason = grow(self.ready, 0), grow(self.reason, 0)
+        self.epoch_of = grow(self.epoch_of, 0, -1)
+        self.cap = cap
+
+    def record(self, k0: int, out, ready: np.ndarray, reason: np.ndarray, e_app: np.ndarray,
+               svc_rows: np.ndarray | None = None) -> None:
+        """Store a block of ticks ``k0 .. k0+K-1`` (outputs with a leading tick axis; ``svc_rows`` is
+        (K, len(SVC_FIELDS), S))."""
         K = out.node_rate.shape[0]
         if k0 + K > self.cap:
             self._grow(k0 + K)
@@ -48,7 +89,23 @@ class History:
         nd[6] = e_app
         self.ready[k0:k0 + K] = ready
         self.reason[k0:k0 + K] = reason
+        ed = self.edge[:, k0:k0 + K]
+        ed[0], ed[1], ed[2], ed[3] = out.edge_rate, out.edge_fail, out.edge_lat_src, out.edge_sigma
+        pa = self.path[:, k0:k0 + K]
+        pa[0], pa[1], pa[2], pa[3], pa[4] = (out.path_req_rate, out.path_fail, out.path_p95, out.path_degraded,
+                                             out.path_slow)
+        if svc_rows is not None:
+            self.svc[:, k0:k0 + K] = svc_rows.transpose(1, 0, 2)
+        self.epoch_of[k0:k0 + K] = len(self.epochs) - 1
         self.n = max(self.n, k0 + K)
+
+    def add_epoch(self, epoch: Epoch, from_tick: int | None = None) -> None:
+        """A new cluster state, in force from the next recorded tick (or from ``from_tick`` on)."""
+        self.epochs.append(epoch)
+        if from_tick is not None:
+            if from_tick >= self.cap:
+                self._grow(from_tick + 1)
+            self.epoch_of[from_tick] = len(self.epochs) - 1
 
     def field(self, name: str, tick: int) -> np.ndarray:
         return self.node[FIELDS.index(name), tick]
