@@ -388,6 +388,8 @@ class PackPlan:
         self._names = sorted(names)
         self._sig: tuple | None = None
         self._roots: list[_Node | None] = []
+        self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
+        self._lr_rows: dict[tuple, dict] = {}  # label_replace results per input label set
         self.builds = 0
 
     # ------------------------------------------------------------------ signature and build
@@ -401,6 +403,7 @@ class PackPlan:
         self._nodes: dict[str, _Node | None] = {}
         self._groups: dict[tuple, _RangeGroup] = {}
         self._dummy = _Ctx(np.zeros(1, dtype=np.int64), self.promql.default_step_ms)
+        self._old, self._cache = self._cache, {}
         roots: list[_Node | None] = []
         for r in self.rules:
             try:
@@ -410,6 +413,15 @@ class PackPlan:
                 root = None
             roots.append(root if root is None or root.kind == "v" else None)
         self._roots = roots
+        self._old = {}
+
+    def _reuse(self, ck: tuple, factory) -> _Node:
+        """The previous build's node for the same inputs (children are the same objects), else a new one."""
+        hit = self._old.get(ck)
+        if hit is None:
+            hit = factory()
+        self._cache[ck] = hit
+        return hit
 
     def _node(self, node: S.Node) -> _Node:
         hit = self._nodes.get(node.key)
@@ -421,10 +433,12 @@ class PackPlan:
 
     def _make(self, node: S.Node) -> _Node:  # noqa: C901 - one branch per fast path
         if isinstance(node, S.Num):
-            return _Const(node.val)
+            return self._reuse((node.key,), lambda: _Const(node.val))
         if isinstance(node, S.Sel):
             parts, labels = self.promql._select(node, self._dummy)
-            return _Sel(self, node, parts, labels) if labels else _Empty()
+            if not labels:
+                return _Empty()
+            return self._reuse((node.key, id(labels)), lambda: _Sel(self, node, parts, labels))
         if isinstance(node, S.Call) and node.name in _BATCHED and isinstance(node.args[0], S.MatSel) and len(node.args) == 1:
             ms = node.args[0]
             sel = ms.sel
@@ -439,30 +453,35 @@ class PackPlan:
             if grp is None:
                 grp = self._groups[gk] = _RangeGroup(self, node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
             start = grp.add(parts, len(labels))
-            return _Range(grp, start, len(labels), out_labels)
+            rn = self._reuse((node.key, id(labels)), lambda: _Range(grp, start, len(labels), out_labels))
+            rn.group, rn.a, rn.b = grp, start, start + len(labels)
+            rn.sel_labels = labels  # keeps the identity in the cache key alive
+            return rn
         if isinstance(node, S.Call) and node.name == "label_replace":
             child = self._node(node.args[0])
             if not child.labels:
                 return _Empty() if child.kind == "v" else self._generic(node, [(node.args[0], child)])
             dst, repl, src, rx = (a.val for a in node.args[1:])
             out = memo(("label_replace", dst, repl, src, rx), (child.labels,),
-                       lambda: self.promql._label_replace(child.labels, dst, repl, src, rx))
+                       lambda: self._label_replace(child.labels, dst, repl, src, rx))
             if _has_dup(out):
                 return self._generic(node, [(node.args[0], child)])
-            return _Pass(child, out)
+            return self._reuse((node.key, id(child)), lambda: _Pass(child, out))
         if isinstance(node, S.Call) and node.name == "histogram_quantile" and isinstance(node.args[0], S.Num):
             q = self._node(node.args[0])
             child = self._node(node.args[1])
             layout = memo(("hq",), (child.labels,), lambda: self.promql._hq_layout(child.labels))
             if not layout:
                 return _Empty()
-            return _HistQuantile(q, child, layout)
+            return self._reuse((node.key, id(child)), lambda: _HistQuantile(q, child, layout))
         if isinstance(node, S.Agg) and node.op in ("sum", "count", "group", "max", "min"):
             child = self._node(node.expr)
             if not child.labels:
                 return _Empty()
-            keys, gid = _groups(Vec(child.labels, None, None), node.without, node.grouping)  # type: ignore[arg-type]
-            return _Agg(node.op, child, keys, gid)
+            def agg():
+                keys, gid = _groups(Vec(child.labels, None, None), node.without, node.grouping)  # type: ignore[arg-type]
+                return _Agg(node.op, child, keys, gid)
+            return self._reuse((node.key, id(child)), agg)
         if isinstance(node, S.Bin):
             lhs, rhs = self._node(node.lhs), self._node(node.rhs)
             kinds = (lhs.kind, rhs.kind)
@@ -471,19 +490,24 @@ class PackPlan:
                 vec, sc = (rhs, lhs) if left else (lhs, rhs)
                 if not vec.labels:
                     return _Empty()
+                ck = (node.key, id(lhs), id(rhs))
                 if node.op in CMP_FUNCS and not node.return_bool:
-                    return _VecScalar(node.op, vec, sc, left, False, vec.labels)
+                    return self._reuse(ck, lambda: _VecScalar(node.op, vec, sc, left, False, vec.labels))
                 labels = drop_names(vec.labels)
                 if _has_dup(labels):
                     return self._generic(node, [(node.lhs, lhs), (node.rhs, rhs)])
-                return _VecScalar(node.op, vec, sc, left, node.return_bool, labels)
+                return self._reuse(ck, lambda: _VecScalar(node.op, vec, sc, left, node.return_bool, labels))
             if kinds == ("v", "v") and node.op in ("and", "unless"):
                 if not lhs.labels:
                     return _Empty()
-                return self._set_op(node, lhs, rhs)
+                return self._reuse((node.key, id(lhs), id(rhs)), lambda: self._set_op(node, lhs, rhs))
             if kinds == ("v", "v") and node.op not in S.SETOPS:
-                fast = self._vec_vec(node, lhs, rhs)
+                ck = (node.key, id(lhs), id(rhs))
+                fast = self._old.get(ck)
+                if fast is None:
+                    fast = self._vec_vec(node, lhs, rhs)
                 if fast is not None:
+                    self._cache[ck] = fast
                     return fast
             return self._generic(node, [(node.lhs, lhs), (node.rhs, rhs)])
         children: list[tuple[S.Node, _Node]] = []
@@ -498,6 +522,15 @@ class PackPlan:
                 if not isinstance(a, (S.MatSel, S.Subq, S.Str)):
                     children.append((a, self._node(a)))
         return self._generic(node, children)
+
+    def _label_replace(self, labels, dst, repl, src, rx) -> list:
+        """``label_replace`` on each label set, cached per label set across builds."""
+        rows = self._lr_rows.setdefault((dst, repl, src, rx), {})
+        missing = [lb for lb in labels if lb not in rows]
+        if missing:
+            for lb, out in zip(missing, self.promql._label_replace(missing, dst, repl, src, rx)):
+                rows[lb] = out
+        return [rows[lb] for lb in labels]
 
     def _generic(self, node: S.Node, children: list[tuple[S.Node, _Node]]) -> _Node:
         ctx = self._dummy

@@ -73,12 +73,21 @@ class _Alert:
     resolved_ms: int | None = None
     episodes: int = 1
     sample_labels: dict = field(default_factory=dict)
+    #: (rule, sample labels, value) of the latest evaluation: annotations are rendered when read
+    ann_src: tuple | None = None
+
+    def annotations_now(self) -> dict:
+        if self.ann_src is not None:
+            rule, sample, value = self.ann_src
+            self.annotations = rule.render_annotations(sample, value)
+            self.ann_src = None
+        return self.annotations
 
     def to_dict(self) -> dict:
         return {
             "alertname": self.labels["alertname"],
             "labels": dict(sorted(self.labels.items())),
-            "annotations": dict(sorted(self.annotations.items())),
+            "annotations": dict(sorted(self.annotations_now().items())),
             "fingerprint": self.fingerprint,
             "state": self.state if self.state != "inactive" else "resolved",
             "value": self.value,
@@ -177,19 +186,19 @@ class AlertEngine:
                     v = float(vals[k])
                     if a is not None and a.state != "inactive":
                         a.value = v
-                        a.annotations = rule.render_annotations(a.sample_labels, v)
+                        a.ann_src = (rule, a.sample_labels, v)
                     else:
                         lb, sample = info[fp]
                         h = self._history.get(key)
                         if h is None:
-                            a = _Alert(ri, dict(lb), fp, "pending", t_ms, v, rule.render_annotations(sample, v), t_ms,
-                                       sample_labels=dict(sample))
+                            a = _Alert(ri, dict(lb), fp, "pending", t_ms, v, {}, t_ms, sample_labels=dict(sample),
+                                       ann_src=(rule, dict(sample), v))
                             self._history[key] = a
                             self._order.append(key)
                         else:
                             a = h
                             a.state, a.active_at_ms, a.value = "pending", t_ms, v
-                            a.annotations = rule.render_annotations(sample, v)
+                            a.ann_src = (rule, dict(sample), v)
                             a.episodes += 1
                         self._active[key] = a
                         self._n_active[ri] += 1
