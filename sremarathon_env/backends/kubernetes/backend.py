@@ -735,6 +735,23 @@ class KubernetesBackend:
     def edge_health(self, caller: str, callee: str) -> dict[str, float]:
         return {"rate": math.nan, "error_ratio": math.nan, "p95_ms": math.nan}
 
+    def deployment_spec(self, service: str) -> dict[str, Any] | None:
+        """The Deployment's current template in the twin's typed shape (None for an unknown service)."""
+        dep = self._dep(service)
+        if dep is None:
+            return None
+        tpl = dep["spec"]["template"]
+        image = tpl["spec"]["containers"][0]["image"]
+        repo, tag = image.rsplit(":", 1) if ":" in image.rsplit("/", 1)[-1] else (image, "latest")
+        rs = next((r for r in self._rss(service) if self._revision(r) == self._revision(dep)), None)
+        return {"image": image, "repository": repo, "tag": tag, "env": self._env(tpl), "resources": self._res(tpl),
+                "replicas": dep["spec"].get("replicas", 1), "revision": self._revision(dep),
+                "template_hash": self._hash(rs) if rs else None}
+
+    def pods_on_node(self, node: str) -> int:
+        return sum(1 for p in self._pods() if p["spec"].get("nodeName") == node
+                   and not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") in ("Running", "Pending"))
+
     def env_of(self, service: str) -> dict[str, str]:
         dep = self._dep(service)
         return {} if dep is None else self._env(dep["spec"]["template"])

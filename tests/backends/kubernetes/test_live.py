@@ -36,6 +36,8 @@ def cluster(tmp_path_factory):
     from sremarathon_env.backends.kubernetes.cluster import LocalCluster, Ports, find_bin_dir
     if find_bin_dir() is None:
         pytest.skip("no control-plane binaries (run live/build_control_plane.sh)")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.skip("one cluster per session: run the live tests without xdist (-p no:xdist -m live)")
     c = LocalCluster(name="sre-test", workdir=str(tmp_path_factory.mktemp("cluster")),
                      ports=Ports(apiserver=26443, etcd=22379, etcd_peer=22380, kwok=20247, controller_manager=20257,
                                  scheduler=20259))
