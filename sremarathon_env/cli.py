@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = [
     "sremarathon_env.cli_faults",
     "sremarathon_env.cli_bundle",
     "sremarathon_env.cli_run",
+    "sremarathon_env.cli_train",
     "sremarathon_env.cli_cluster",
 ]
 

@@ -1,0 +1,153 @@
+"""``sremarathon train | train-bench``: PPO on the RL view with RLlib (the ``rl`` extra).
+
+- ``sremarathon train --app online-boutique --iterations N --env-runners K [--out runs/ppo]
+  [--address ray://HOST:10001|auto] [--eval-seeds 100-109]``: a progress bar, one line per iteration
+  with the mean return (= mean Marathon-Score of the iteration's episodes), a checkpoint per
+  ``--checkpoint-every`` iterations. With ``--eval-seeds`` the last checkpoint (greedy) and the
+  random policy are scored on those scenarios and both means are printed with the command that
+  produced them. A checkpoint plays as a policy: ``sremarathon run --policy ppo:PATH``.
+- ``sremarathon train-bench``: RLlib sampling throughput on the RL view vs a trivial env with the
+  same spaces and runner settings, as a ratio.
+
+Marathons default to 20 + 8 minutes (14 steps) for training; ``--injection-s 3600
+--observation-s 1800`` trains on full marathons.
+
+>>> import argparse
+>>> p = argparse.ArgumentParser(); sub = p.add_subparsers(); add_parser(sub)
+>>> a = p.parse_args(["train", "--iterations", "2", "--env-runners", "2", "--eval-seeds", "0-2"])
+>>> a.iterations, a.env_runners, parse_seeds(a.eval_seeds)
+(2, 2, [0, 1, 2])
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+
+
+def parse_seeds(text: str | None) -> list[int]:
+    """``"0-4"``, ``"1,5,9"`` or a mix (``"0-2,7"``) -> sorted unique ints."""
+    out: set[int] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                out.update(range(int(lo), int(hi) + 1))
+            else:
+                out.add(int(part))
+        except ValueError:
+            raise SystemExit(f"bad seed list {text!r}; use e.g. 0-9 or 1,3,5") from None
+    return sorted(out)
+
+
+def _env_config(args) -> dict:
+    cfg = {}
+    if args.injection_s is not None:
+        cfg["injection_s"] = args.injection_s
+    if args.observation_s is not None:
+        cfg["observation_s"] = args.observation_s
+    if getattr(args, "no_noise", False):
+        cfg["noise"] = False
+    return cfg
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--app", default="online-boutique", help="app model id")
+    p.add_argument("--env-runners", type=int, default=2, help="RLlib EnvRunner actors (0: sample in the driver)")
+    p.add_argument("--envs-per-runner", type=int, default=1, help="sub-envs per runner (vectorised)")
+    p.add_argument("--injection-s", type=int, default=None, help="fault-injection phase (default 1200)")
+    p.add_argument("--observation-s", type=int, default=None, help="observation phase (default 480)")
+    p.add_argument("--no-noise", action="store_true", help="no benign noise")
+    p.add_argument("--address", default=None, help="connect to an existing Ray cluster (ray://HOST:PORT or auto)")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("train", help="train PPO (RLlib, action masking) on the RL view",
+                       description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(p)
+    p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0, help="base seed of every env stream and of RLlib")
+    p.add_argument("--out", default="runs/ppo", help="checkpoint directory")
+    p.add_argument("--checkpoint-every", type=int, default=1)
+    p.add_argument("--train-batch", type=int, default=None, help="env steps per iteration (default: one episode per sub-env)")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--eval-seeds", default=None, help="after training, score the checkpoint and random on these scenarios")
+    p.set_defaults(func=_train)
+
+    b = sub.add_parser("train-bench", help="RLlib sampling throughput: RL view vs a trivial env with the same spaces")
+    _common(b)
+    b.add_argument("--episodes", type=int, default=2, help="episodes per sub-env in the timed sample")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=_bench)
+
+
+def _command(args, names: list[str]) -> str:
+    parts = ["sremarathon", args.command]
+    for n in names:
+        v = getattr(args, n)
+        flag = "--" + n.replace("_", "-")
+        if isinstance(v, bool):
+            parts += [flag] if v else []
+        elif v is not None:
+            parts += [flag, str(v)]
+    return " ".join(shlex.quote(x) for x in parts)
+
+
+def _need_rl() -> None:
+    try:
+        import ray  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise SystemExit(f"training needs the rl extra (pip install -e '.[rl]'): {e}") from None
+
+
+def _train(args) -> int:
+    _need_rl()
+    from baselines.ppo import evaluate, train
+
+    opts = {"lr": args.lr, "epochs": args.epochs}
+    if args.train_batch:
+        opts["train_batch"] = args.train_batch
+    res = train(args.app, iterations=args.iterations, env_runners=args.env_runners,
+                envs_per_runner=args.envs_per_runner, seed=args.seed, out=args.out, address=args.address,
+                checkpoint_every=args.checkpoint_every, env_config=_env_config(args), **opts)
+    print(f"checkpoint: {res['checkpoint']}")
+    print(f"play it: sremarathon run --app {args.app} --policy ppo:{res['checkpoint']}")
+    seeds = parse_seeds(args.eval_seeds)
+    if seeds and res["checkpoint"]:
+        ppo = evaluate(f"ppo:{res['checkpoint']}", args.app, seeds, res["env_config"])
+        rnd = evaluate("random", args.app, seeds, res["env_config"])
+        cmd = _command(args, ["app", "iterations", "env_runners", "envs_per_runner", "seed", "out",
+                              "injection_s", "observation_s", "no_noise", "train_batch", "lr", "epochs", "eval_seeds"])
+        mp, mr = sum(ppo) / len(ppo), sum(rnd) / len(rnd)
+        print(f"evaluation on scenarios {args.eval_seeds} ({len(seeds)} marathons each):")
+        print(f"  ppo (greedy, {res['checkpoint']}): mean {mp:.2f}  {[round(x, 1) for x in ppo]}")
+        print(f"  random:                          mean {mr:.2f}  {[round(x, 1) for x in rnd]}")
+        print(f"  ppo - random = {mp - mr:+.2f}   command: {cmd}")
+    last = res["rows"][-1]["mean_return"] if res["rows"] else math.nan
+    return 0 if res["rows"] and not math.isnan(last) else 1
+
+
+def _bench(args) -> int:
+    _need_rl()
+    from baselines.ppo import bench_sampling
+
+    r = bench_sampling(args.app, env_runners=args.env_runners, envs_per_runner=args.envs_per_runner,
+                       episodes_per_runner=args.episodes, env_config=_env_config(args), address=args.address)
+    if args.json:
+        print(json.dumps(r, indent=1))
+    else:
+        print(f"RLlib sampling, {args.env_runners} runner(s) x {args.envs_per_runner} env(s), "
+              f"{r['steps_per_runner']} steps per runner:")
+        for k in ("trivial", "sremarathon"):
+            print(f"  {k:12s} {r[k]['steps_per_s']:10.1f} env steps/s  ({r[k]['env_steps']} steps, {r[k]['seconds']} s)")
+        print(f"  ratio sremarathon/trivial = {r['ratio']:.3f} (target >= 0.7)")
+        print("  command: " + _command(args, ["app", "env_runners", "envs_per_runner", "injection_s", "observation_s",
+                                              "no_noise", "episodes"]))
+    return 0
