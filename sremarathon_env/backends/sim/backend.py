@@ -877,9 +877,7 @@ class SimBackend:
         if dep is None:
             return {}
         if at is not None:
-            ep = self.history.epochs[self.history.epoch_of[self._tick_at(at)]]
-            revs = ep.ready_rev[ep.ready_svc == dep.svc]
-            return {int(r): int(k) for r, k in zip(*np.unique(revs, return_counts=True))}
+            return self.history.epochs[self.history.epoch_of[self._tick_at(at)]].serving(dep.svc)
         out = {}
         for rs in dep.rss:
             k = sum(1 for p in rs.pods if self.pod_ready_eff[p.slot])

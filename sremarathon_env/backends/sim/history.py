@@ -17,7 +17,7 @@ grow by doubling; a 90-minute Online Boutique run keeps well under 1 MB.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +39,16 @@ class Epoch:
     ready_rev: np.ndarray        # revision of each ready pod's ReplicaSet
     active_effects: frozenset    # effect handles in force
     pods_on_node: dict           # node name -> non-deleted pods bound there, phase Running or Pending
+    revisions: dict = field(default_factory=dict, compare=False)   # service index -> {revision: ready pods}
+
+    def serving(self, svc: int) -> dict[int, int]:
+        hit = self.revisions.get(svc)
+        if hit is None:
+            hit = {}
+            for r in self.ready_rev[self.ready_svc == svc].tolist():
+                hit[r] = hit.get(r, 0) + 1
+            self.revisions[svc] = hit
+        return dict(hit)
 
 
 class History:

@@ -111,8 +111,11 @@ class MetricWriter:
         self.flow_slots = np.zeros(0, dtype=np.intp)
         self.flow_rows = np.zeros(0, dtype=np.intp)
         self._flow_layout = -1
-        # state families
+        # state families: one constant run per family, re-derived for the objects that changed
         self._runs: dict[str, tuple[Family, np.ndarray, np.ndarray, int]] = {}
+        self._objects: dict[tuple, tuple[tuple, list]] = {}   # object -> (signature, [(family, row, value)])
+        self._cur: dict[str, dict[int, float]] = {}          # family -> row -> current value
+        self._fams: dict[str, Family] = {}
 
     # ------------------------------------------------------------------ mesh counters layout
     def _enable(self, i: int, col: int) -> None:
@@ -226,18 +229,63 @@ class MetricWriter:
 
     # ------------------------------------------------------------------ state families
     def refresh_state(self, tick: int) -> None:
-        """The cluster changed at ``tick``: close the current runs and start new ones."""
-        self.flush(tick)
-        series: dict[str, tuple[tuple[str, ...], list]] = {}
-        for name, label_values, values in self._state_series():
-            series.setdefault(name, ([], []))
-            series[name][0].append(label_values)
-            series[name][1].append(values)
-        runs = {}
-        for name, (lvs, vals) in series.items():
+        """The cluster changed at ``tick``: re-derive the series of the objects (pods, Deployments,
+        nodes, the quota) whose state changed; the families they touch close their run at ``tick``
+        and start a new one, the others keep running."""
+        sim = self.sim
+        c = sim.cluster
+        ready_eff = sim.pod_ready_eff
+        dirty: set[str] = set()
+        seen: set = set()
+        pod_sig: dict[int, tuple] = {}
+        for p in c.pods:
+            if p.deleted:
+                continue
+            sig = (p.node, p.phase, p.ready, bool(ready_eff[p.slot]), p.node_lost, p.cstate, p.reason, p.restarts,
+                   p.last_reason, sim.pod_ooms.get(p.slot, 0))
+            pod_sig[p.slot] = sig
+            self._update(("pod", p.slot), sig, lambda p=p: self._pod_series(p), seen, dirty)
+        no_ep = sim.res.no_endpoints
+        for dep in c.deployments.values():
+            sig = (dep.replicas, dep.generation, dep.observed_generation, dep.progress_failed, bool(no_ep[dep.svc]),
+                   dep.current.id, tuple((rs.id, rs.replicas, tuple(pod_sig[p.slot] for p in rs.pods)) for rs in dep.rss))
+            self._update(("dep", dep.name), sig, lambda dep=dep: self._dep_series(dep), seen, dirty)
+        for n in c.nodes:
+            self._update(("node", n.index), (n.ready, n.cordoned), lambda n=n: self._node_series(n), seen, dirty)
+        used = sim.quota_used()
+        self._update(("quota",), tuple(sorted(used.items())), lambda: self._quota_series(used), seen, dirty)
+        for key in [k for k in self._objects if k not in seen]:
+            for name, row, _ in self._objects.pop(key)[1]:
+                del self._cur[name][row]
+                dirty.add(name)
+        for name in sorted(dirty):
             fam = self.store.family(name, self._labels(name))
-            runs[name] = (fam, fam.rows(lvs), np.array(vals, dtype=float), tick)
-        self._runs = runs
+            old = self._runs.get(name)
+            if old is not None and tick > old[3] and len(old[1]):
+                fam._data[old[1], old[3]:tick] = old[2][:, None]
+            cur = self._cur[name]
+            self._runs[name] = (fam, np.fromiter(cur.keys(), dtype=np.intp, count=len(cur)),
+                                np.fromiter(cur.values(), dtype=float, count=len(cur)), tick)
+
+    def _update(self, key, sig, series, seen: set, dirty: set) -> None:
+        seen.add(key)
+        old = self._objects.get(key)
+        if old is not None and old[0] == sig:
+            return
+        if old is not None:
+            for name, row, _ in old[1]:
+                del self._cur[name][row]
+                dirty.add(name)
+        entries = []
+        for name, lv, value in series():
+            fam = self._fams.get(name)
+            if fam is None:
+                fam = self._fams[name] = self.store.family(name, self._labels(name))
+            row = fam.row(lv)
+            self._cur.setdefault(name, {})[row] = value
+            entries.append((name, row, value))
+            dirty.add(name)
+        self._objects[key] = (sig, entries)
 
     @staticmethod
     def _labels(name: str) -> tuple[str, ...]:
@@ -254,79 +302,81 @@ class MetricWriter:
                 fam._data[rows, start:upto] = vals[:, None]
                 self._runs[name] = (fam, rows, vals, upto)
 
-    def _state_series(self):
+    def _pod_series(self, p):
         sim = self.sim
         c = sim.cluster
         ns = self.ns
-        m = sim.m
+        svc = c.svc_names[p.svc]
+        node = c.nodes[p.node].name if p.node >= 0 else ""
+        host_ip = sim.node_ip(p.node) if p.node >= 0 else ""
+        rs = p.rs.name
+        yield "kube_pod_info", (ns, p.name, node, "ReplicaSet", rs, host_ip), 1.0
+        yield "kube_pod_owner", (ns, p.name, "ReplicaSet", rs), 1.0
+        yield "kube_pod_labels", (ns, p.name, svc), 1.0
+        for ph in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+            yield "kube_pod_status_phase", (ns, p.name, ph), float(p.phase == ph)
+        rdy = bool(sim.pod_ready_eff[p.slot])
+        unknown = p.node_lost
+        for cond, v in (("true", rdy and not unknown), ("false", not rdy and not unknown), ("unknown", unknown)):
+            yield "kube_pod_status_ready", (ns, p.name, cond), float(v)
+        yield "kube_pod_container_status_ready", (ns, p.name, svc), float(rdy)
+        yield "kube_pod_container_status_running", (ns, p.name, svc), float(p.cstate == "running")
+        yield "kube_pod_container_status_waiting", (ns, p.name, svc), float(p.cstate == "waiting")
+        if p.cstate == "waiting" and p.reason:
+            yield "kube_pod_container_status_waiting_reason", (ns, p.name, svc, p.reason), 1.0
+        yield "kube_pod_container_status_restarts_total", (ns, p.name, svc), float(p.restarts)
+        if p.last_reason:
+            yield "kube_pod_container_status_last_terminated_reason", (ns, p.name, svc, p.last_reason), 1.0
+        if p.node >= 0:
+            res = p.rs.template["resources"]
+            for key, fam_name, resource, unit, scale in (
+                    ("cpu_request_m", "kube_pod_container_resource_requests", "cpu", "core", 1e-3),
+                    ("mem_request_mi", "kube_pod_container_resource_requests", "memory", "byte", MI),
+                    ("cpu_limit_m", "kube_pod_container_resource_limits", "cpu", "core", 1e-3),
+                    ("mem_limit_mi", "kube_pod_container_resource_limits", "memory", "byte", MI)):
+                if res.get(key):
+                    yield fam_name, (ns, p.name, svc, node, resource, unit), res[key] * scale
+            yield "container_oom_events_total", (ns, p.name, svc, node), float(sim.pod_ooms.get(p.slot, 0))
+        yield "up", ("kubernetes-pods", ns, p.name, svc), float(p.cstate == "running" and not p.node_lost)
+
+    def _dep_series(self, dep):
+        sim = self.sim
+        ns = self.ns
         ready_eff = sim.pod_ready_eff
-        for p in c.pods:
-            if p.deleted:
-                continue
-            svc = c.svc_names[p.svc]
-            node = c.nodes[p.node].name if p.node >= 0 else ""
-            host_ip = sim.node_ip(p.node) if p.node >= 0 else ""
-            rs = p.rs.name
-            yield "kube_pod_info", (ns, p.name, node, "ReplicaSet", rs, host_ip), 1.0
-            yield "kube_pod_owner", (ns, p.name, "ReplicaSet", rs), 1.0
-            yield "kube_pod_labels", (ns, p.name, svc), 1.0
-            for ph in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
-                yield "kube_pod_status_phase", (ns, p.name, ph), float(p.phase == ph)
-            rdy = bool(ready_eff[p.slot])
-            unknown = p.node_lost
-            for cond, v in (("true", rdy and not unknown), ("false", not rdy and not unknown), ("unknown", unknown)):
-                yield "kube_pod_status_ready", (ns, p.name, cond), float(v)
-            yield "kube_pod_container_status_ready", (ns, p.name, svc), float(rdy)
-            yield "kube_pod_container_status_running", (ns, p.name, svc), float(p.cstate == "running")
-            yield "kube_pod_container_status_waiting", (ns, p.name, svc), float(p.cstate == "waiting")
-            if p.cstate == "waiting" and p.reason:
-                yield "kube_pod_container_status_waiting_reason", (ns, p.name, svc, p.reason), 1.0
-            yield "kube_pod_container_status_restarts_total", (ns, p.name, svc), float(p.restarts)
-            if p.last_reason:
-                yield "kube_pod_container_status_last_terminated_reason", (ns, p.name, svc, p.last_reason), 1.0
-            if p.node >= 0:
-                res = p.rs.template["resources"]
-                for key, fam_name, resource, unit, scale in (
-                        ("cpu_request_m", "kube_pod_container_resource_requests", "cpu", "core", 1e-3),
-                        ("mem_request_mi", "kube_pod_container_resource_requests", "memory", "byte", MI),
-                        ("cpu_limit_m", "kube_pod_container_resource_limits", "cpu", "core", 1e-3),
-                        ("mem_limit_mi", "kube_pod_container_resource_limits", "memory", "byte", MI)):
-                    if res.get(key):
-                        yield fam_name, (ns, p.name, svc, node, resource, unit), res[key] * scale
-                yield "container_oom_events_total", (ns, p.name, svc, node), float(sim.pod_ooms.get(p.slot, 0))
-            yield "up", ("kubernetes-pods", ns, p.name, svc), float(p.cstate == "running" and not p.node_lost)
-        for dep in c.deployments.values():
-            d = dep.name
-            live = dep.live_pods()
-            avail = sum(1 for p in live if ready_eff[p.slot])
-            yield "kube_deployment_spec_replicas", (ns, d), float(dep.replicas)
-            yield "kube_deployment_status_replicas", (ns, d), float(len(live))
-            yield "kube_deployment_status_replicas_available", (ns, d), float(avail)
-            yield "kube_deployment_status_replicas_unavailable", (ns, d), float(max(0, dep.replicas - avail) if live or dep.replicas else 0)
-            yield "kube_deployment_status_replicas_updated", (ns, d), float(len(dep.current.pods))
-            conds = sim.deployment_conditions(dep)
-            for cond in ("Available", "Progressing"):
-                st = conds[cond][0]
-                for s in ("true", "false", "unknown"):
-                    yield "kube_deployment_status_condition", (ns, d, cond, s), float(st.lower() == s)
-            yield "kube_deployment_metadata_generation", (ns, d), float(dep.generation)
-            yield "kube_deployment_status_observed_generation", (ns, d), float(dep.observed_generation)
-            for rs in dep.rss:
-                yield "kube_replicaset_status_ready_replicas", (ns, rs.name), float(sum(1 for p in rs.pods if ready_eff[p.slot]))
-            eps = sim.endpoints_of(dep.svc)
-            yield "kube_endpoint_address_available", (ns, d), float(len(eps[0]))
-            yield "kube_endpoint_address_not_ready", (ns, d), float(len(eps[1]))
-        for n in c.nodes:
-            ready = "true" if n.ready else "unknown"
-            for cond in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"):
-                val = ready if cond == "Ready" else ("false" if n.ready else "unknown")
-                for s in ("true", "false", "unknown"):
-                    yield "kube_node_status_condition", (n.name, cond, s), float(val == s)
-            yield "kube_node_spec_unschedulable", (n.name,), float(n.cordoned)
-            yield "kube_node_labels", (n.name, n.zone), 1.0
-            yield "kube_node_status_allocatable", (n.name, "cpu", "core"), n.cpu_m / 1000.0
-            yield "kube_node_status_allocatable", (n.name, "memory", "byte"), n.mem_mi * MI
-        used = sim.quota_used()
-        for res, hard in c.quota_hard.items():
+        d = dep.name
+        live = dep.live_pods()
+        avail = sum(1 for p in live if ready_eff[p.slot])
+        yield "kube_deployment_spec_replicas", (ns, d), float(dep.replicas)
+        yield "kube_deployment_status_replicas", (ns, d), float(len(live))
+        yield "kube_deployment_status_replicas_available", (ns, d), float(avail)
+        yield "kube_deployment_status_replicas_unavailable", (ns, d), float(max(0, dep.replicas - avail) if live or dep.replicas else 0)
+        yield "kube_deployment_status_replicas_updated", (ns, d), float(len(dep.current.pods))
+        conds = sim.deployment_conditions(dep)
+        for cond in ("Available", "Progressing"):
+            st = conds[cond][0]
+            for s in ("true", "false", "unknown"):
+                yield "kube_deployment_status_condition", (ns, d, cond, s), float(st.lower() == s)
+        yield "kube_deployment_metadata_generation", (ns, d), float(dep.generation)
+        yield "kube_deployment_status_observed_generation", (ns, d), float(dep.observed_generation)
+        for rs in dep.rss:
+            yield "kube_replicaset_status_ready_replicas", (ns, rs.name), float(sum(1 for p in rs.pods if ready_eff[p.slot]))
+        eps = sim.endpoints_of(dep.svc)
+        yield "kube_endpoint_address_available", (ns, d), float(len(eps[0]))
+        yield "kube_endpoint_address_not_ready", (ns, d), float(len(eps[1]))
+
+    def _node_series(self, n):
+        ready = "true" if n.ready else "unknown"
+        for cond in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"):
+            val = ready if cond == "Ready" else ("false" if n.ready else "unknown")
+            for s in ("true", "false", "unknown"):
+                yield "kube_node_status_condition", (n.name, cond, s), float(val == s)
+        yield "kube_node_spec_unschedulable", (n.name,), float(n.cordoned)
+        yield "kube_node_labels", (n.name, n.zone), 1.0
+        yield "kube_node_status_allocatable", (n.name, "cpu", "core"), n.cpu_m / 1000.0
+        yield "kube_node_status_allocatable", (n.name, "memory", "byte"), n.mem_mi * MI
+
+    def _quota_series(self, used: dict[str, float]):
+        ns = self.ns
+        for res, hard in self.sim.cluster.quota_hard.items():
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "hard"), hard
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "used"), used[res]

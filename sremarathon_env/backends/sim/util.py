@@ -12,6 +12,7 @@ True
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -34,6 +35,7 @@ def child_rng(seed: int, *keys: object) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *key_ints(*keys)])))
 
 
+@lru_cache(maxsize=1 << 16)
 def suffix(seed: int, *keys: object, n: int = 5) -> str:
     """``n`` name characters drawn deterministically from the seed and the keys."""
     h = hashlib.sha256(("%d\x1f" % seed + "\x1f".join(str(k) for k in keys)).encode()).digest()
@@ -46,6 +48,7 @@ def template_hash(template: dict) -> str:
     return "".join(NAME_ALPHABET[b % len(NAME_ALPHABET)] for b in h[:10])
 
 
+@lru_cache(maxsize=1 << 16)
 def iso(t: float) -> str:
     """Sim seconds as an ISO-8601 UTC timestamp (second resolution, like the Kubernetes API)."""
     return (EPOCH + timedelta(seconds=int(np.floor(t)))).strftime("%Y-%m-%dT%H:%M:%SZ")
