@@ -174,7 +174,7 @@ class SREMarathonEnv(gym.Env):
     def __init__(self, app: str = "online-boutique", backend: str = "sim", cadence_s: float = 120.0,
                  budget_s: float = 110.0, tick_s: float = 15.0, injection_s: int = 3600, observation_s: int = 1800,
                  noise: bool = True, noise_rate: float = 1.0, bundle_dir: str | None = None,
-                 reference_run: bool = True, render_mode: str | None = None, max_alert_chars: int = 32768,
+                 reference_run: bool = True, render_mode: str | None = None, max_alert_chars: int = 65536,
                  max_incident_chars: int = 8192, max_workspace_chars: int = 16384, max_result_chars: int = 16384,
                  max_action_chars: int = 131072):
         from sremarathon_env.marathon import MarathonConfig
@@ -310,19 +310,52 @@ class SREMarathonEnv(gym.Env):
             "last_error": self._last_error,
         }
 
-    def _alert_texts(self) -> list[str]:
-        out = []
-        cache = self._alert_cache
-        for a in self.marathon.alert_engine.history():
-            d = _alert_dict(a)
-            key = (d.get("fingerprint"), d.get("state"), d.get("value"), d.get("episodes"),
+    def _alerts_newest_first(self):
+        """(state, cache key, thunk giving the alert dict) of the cumulative history, newest first."""
+        for d in reversed([_alert_dict(a) for a in self.marathon.alert_engine.history()]):
+            key = (d.get("fingerprint"), d.get("alertname"), d.get("state"), d.get("value"), d.get("episodes"),
                    _first(d, "active_at", "started_at"), _first(d, "resolved_at", "ended_at"),
                    _first(d, "first_firing_at", "fired_at"))
-            s = cache.get(key)
-            if s is None:
-                s = cache[key] = dumps(d)
-            out.append(s)
-        return out
+            yield d.get("state"), key, (lambda d=d: d)
+
+    def _alerts_json(self) -> str:
+        """The cumulative alert history as a JSON list, oldest first, at most ``max_alert_chars``:
+        every pending or firing alert is kept; the oldest resolved ones are left out first, counted in
+        a leading ``{"omitted_resolved": n}``."""
+        cap = self.caps["alerts"]
+        cache = self._alert_cache
+
+        def text_of(key: Any, make: Any) -> str:
+            t = cache.get(key)
+            if t is None:
+                t = cache[key] = dumps(make())
+            return t
+
+        entries = list(self._alerts_newest_first())
+        texts: list[str | None] = [None] * len(entries)
+        size = 2
+        for i, (state, key, make) in enumerate(entries):   # every pending or firing alert first
+            if state in ("pending", "firing"):
+                texts[i] = text_of(key, make)
+                size += len(texts[i]) + 1
+        room = cap - 40  # space for the marker
+        omitted, full = 0, False
+        for i, (state, key, make) in enumerate(entries):   # then resolved ones, newest first, while room
+            if texts[i] is not None:
+                continue
+            if not full:
+                t = text_of(key, make)
+                if size + len(t) + 1 <= room:
+                    texts[i] = t
+                    size += len(t) + 1
+                    continue
+                full = True
+            omitted += 1
+        kept = [t for t in texts if t is not None]
+        kept.reverse()
+        if omitted:
+            kept.insert(0, dumps({"omitted_resolved": omitted}))
+        return bounded_json_list(kept, cap)
 
     def _obs(self) -> dict[str, Any]:
         m = self.marathon
@@ -334,7 +367,7 @@ class SREMarathonEnv(gym.Env):
             "t": np.array([m.now], dtype=np.float32),
             "invocation": int(min(m.invocation_index, self.n_invocations)),
             "budget_s": np.array([min(max(float(m.ctx.budget_s), 0.0), self.config.budget_s)], dtype=np.float32),
-            "alerts_json": bounded_json_list(self._alert_texts(), self.caps["alerts"]),
+            "alerts_json": self._alerts_json(),
             "incidents_json": bounded_json_list([dumps(i) for i in m.ctx.incidents.snapshot()], self.caps["incidents"]),
             "workspace_json": bounded_json_list(ws_items, self.caps["workspace"]),
             "last_results_json": bounded_text(dumps(results), self.caps["results"]),

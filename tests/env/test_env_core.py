@@ -190,18 +190,27 @@ def test_pickle_round_trip_continues_identically():
                           clone.np_random.bit_generator.state["state"]["state"])
 
 
-def test_render_ansi_and_text_bounds():
-    env = SREMarathonEnv(render_mode="ansi", max_alert_chars=600, **SHORT)
+def test_render_ansi_and_alert_history_bounds():
+    env = SREMarathonEnv(render_mode="ansi", max_alert_chars=25000, injection_s=720, observation_s=240)
     env.reset(seed=1)
-    for _ in range(3):
+    for _ in range(6):
         obs, *_ = env.step("[]")
     text = env.render()
     assert isinstance(text, str) and text.startswith("# SRE marathon")
-    assert len(obs["alerts_json"]) <= 600
+    hist = env.marathon.alert_engine.history()
     alerts = json.loads(obs["alerts_json"])
-    assert isinstance(alerts, list)
-    if "omitted_oldest" in alerts[0]:
-        assert alerts[0]["omitted_oldest"] > 0
+    assert len(obs["alerts_json"]) <= 25000
+    marker = alerts[0] if "omitted_resolved" in alerts[0] else None
+    shown = alerts[1:] if marker else alerts
+    active = [a for a in hist if a["state"] in ("pending", "firing")]
+    assert all(a in shown for a in active)                      # active alerts are never left out
+    assert shown == [a for a in hist if a in shown]             # oldest first, as in the history
+    assert len(shown) < len(hist) and marker["omitted_resolved"] == len(hist) - len(shown)
+    big = SREMarathonEnv(max_alert_chars=400_000, injection_s=720, observation_s=240)
+    big.reset(seed=1)
+    for _ in range(6):
+        obs_big, *_ = big.step("[]")
+    assert json.loads(obs_big["alerts_json"]) == hist           # with room, the whole history verbatim
     assert SREMarathonEnv(**SHORT).render() is None
 
 
