@@ -19,7 +19,8 @@ Faults that a kwok cluster can express are real cluster state, read back by the 
 - ``node_down`` labels the Node ``sremarathon.io/node-fault=notready``: kwok reports it NotReady and
   the real node-lifecycle controller marks its pods not Ready and taints it.
 
-Request-level telemetry (rates, errors, latencies, traces, logs) only exists where a real
+Cluster-state metrics (the ``kube_*`` families) are read from the API into `store` at every tick
+(`state_metrics`). Request-level telemetry (rates, errors, latencies, traces, logs) only exists where a real
 application runs: on kwok it is *unavailable* (NaN in `service_health`, empty logs and traces, NaN
 entry evidence), never made up. Time is wall-clock seconds since the backend started, so runs are
 not reproducible (the Gymnasium ids are registered as nondeterministic).
@@ -118,6 +119,8 @@ class KubernetesBackend:
         self._meta: dict[tuple[str, str], dict[str, Any]] = {}
         self._files: dict[tuple[str, str], dict[str, str]] = {}
         self._selectors: dict[str, dict[str, str]] = {}
+        from sremarathon_env.telemetry.store import MetricStore
+        self.store = MetricStore(step_s=self.tick_s, capacity=int(5400 / self.tick_s) + 8)
         self.deploy_seconds: float | None = None
         if deploy:
             self.deploy_seconds = self.deploy_app(ready_timeout_s)
@@ -199,9 +202,17 @@ class KubernetesBackend:
         target = int(math.floor(t / self.tick_s + 1e-9))
         out = [EntryEvidence(k * self.tick_s, math.nan, math.nan, math.nan, math.nan)
                for k in range(self._tick + 1, target + 1)]
+        if out or self.store.n_ticks == 0:
+            self.scrape(target)
         self._tick = max(self._tick, target)
         self._now = max(self._now, float(t))
         return out
+
+    def scrape(self, tick: int) -> None:
+        """Write the cluster-state (kube_*) families at ``tick`` from the objects the API serves now."""
+        from sremarathon_env.backends.kubernetes.state_metrics import write_state
+        write_state(self.store, tick, self.namespace, self.api.items("deployments", self.namespace),
+                    self.api.items("pods", self.namespace), self.api.items("nodes", None))
 
     # ================================================================== helpers
     def _dep(self, service: str) -> dict | None:

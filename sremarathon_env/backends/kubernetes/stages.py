@@ -57,7 +57,9 @@ def pullable_image_regex(extra_tags: list[str] | None = None) -> str:
 
 
 def _image_key(rx: str) -> str:
-    return f'.spec.containers[].image | test("{rx}")'
+    """A jq expression: ``true``/``false`` per container image (backslashes doubled for jq's string)."""
+    lit = rx.replace("\\", "\\\\").replace('"', '\\"')
+    return f'.spec.containers[].image | test("{lit}")'
 
 
 def _not_deleted() -> dict[str, Any]:

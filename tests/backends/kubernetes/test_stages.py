@@ -49,3 +49,25 @@ def test_config_file_round_trips():
     assert docs[0]["kind"] == "KwokConfiguration"
     assert [d["kind"] for d in docs[1:]] == ["Stage"] * (len(docs) - 1)
     assert kwok_config_yaml() == kwok_config_yaml()
+
+
+def test_image_selector_is_a_valid_jq_expression():
+    """kwok evaluates selectors with gojq; the jq CLI accepts the same syntax (string escapes, test/1)."""
+    import json
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from sremarathon_env.backends.kubernetes.stages import _image_key
+
+    jq = shutil.which("jq")
+    if jq is None:
+        pytest.skip("jq is not installed")
+    expr = _image_key(pullable_image_regex())
+    cases = {"x/adservice:v0.10.6": True, "x/adservice:v0,10.6": False, "redis:alpine": True,
+             "otel/demo:2.2.0-fraud-detection": True, "otel/demo:2,2.0-cart": False, "nginx": True}
+    for image, want in cases.items():
+        pod = {"spec": {"containers": [{"image": image}]}}
+        out = subprocess.run([jq, "-c", expr], input=json.dumps(pod), capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == json.dumps(want), image
