@@ -66,8 +66,9 @@ def bounded_json_list(items: list[str], cap: int) -> str:
 
     >>> bounded_json_list(['1', '2', '3'], 100)
     '[1,2,3]'
-    >>> bounded_json_list(['"aaaa"', '"bbbb"', '"cccc"'], 40)
-    '[{"omitted_oldest":1},"bbbb","cccc"]'
+    >>> items = ['"%s"' % (c * 30) for c in "abc"]
+    >>> bounded_json_list(items, 90) == '[{"omitted_oldest":1},' + ",".join(items[1:]) + "]"
+    True
     """
     total = 2 + sum(len(s) for s in items) + max(len(items) - 1, 0)
     if total <= cap:

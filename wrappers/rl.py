@@ -9,7 +9,7 @@ for every app id; padded entries are zero and masked.
 >>> from wrappers.rl import RLView, MAX_ACTIONS
 >>> env = RLView(gym.make("SREMarathon/OnlineBoutique-v0", injection_s=600, observation_s=240))
 >>> obs, info = env.reset(seed=1)
->>> obs["observations"].shape == env.observation_space["observations"].shape, env.action_space.n == MAX_ACTIONS
+>>> obs["observations"].shape == env.observation_space["observations"].shape, int(env.action_space.n) == MAX_ACTIONS
 (True, True)
 >>> env.action_labels[0], env.action_labels[1]
 ('noop', 'restart(frontend)')
