@@ -98,8 +98,25 @@ def _is_service(app: AppSpec, name: str) -> bool:
     return app.service(name).role in ("service", "gateway")
 
 
+def _traffic(app: AppSpec) -> tuple[set[str], set[tuple[str, str]]]:
+    """Services and edges that the load generator's paths actually exercise."""
+    svcs, edges = {app.entry_service}, set()
+
+    def walk(caller: str, calls: list[Call]) -> None:
+        for c in calls:
+            svcs.add(c.to)
+            edges.add((caller, c.to))
+            walk(c.to, c.calls)
+
+    for p in app.load.paths:
+        walk(app.entry_service, p.calls)
+    return svcs, edges
+
+
 def _live_edges(app: AppSpec) -> list:
-    return [e for e in app.edges if not e.dormant and not e.asynchronous]
+    """Synchronous edges that carry load (a fault on an idle edge would show nothing)."""
+    _, used = _traffic(app)
+    return [e for e in app.edges if not e.dormant and not e.asynchronous and (e.caller, e.callee) in used]
 
 
 def _host(addr: str) -> str:
@@ -177,10 +194,12 @@ class _Gen:
 
     # -- target sets ---------------------------------------------------------------------------
     def services(self) -> list[str]:
-        return [s.name for s in self.app.services if s.role in ("service", "gateway")]
+        live, _ = _traffic(self.app)
+        return [s.name for s in self.app.services if s.role in ("service", "gateway") and s.name in live]
 
     def datastores(self) -> list[str]:
-        return [s.name for s in self.app.services if s.role in ("datastore", "broker")]
+        live, _ = _traffic(self.app)
+        return [s.name for s in self.app.services if s.role in ("datastore", "broker") and s.name in live]
 
 
 def _pod_artifact(s: str, what: str) -> Artifact:
@@ -611,6 +630,25 @@ def _flags(g: _Gen) -> None:
                 description=entry.get("description", f.description), template="flag"))
 
 
+def _with_boot_time(app: AppSpec, f: Fault, tick_s: float = 15.0) -> Fault:
+    """Stretch the probe's windows by the time a new pod of the service needs to become ready
+    (readiness initial delay + start-up): a new revision only shows once its pods serve, and a revert or
+    repair only heals once replacement pods serve (Train Ticket's JVMs take minutes)."""
+    svc = f.realisation.service or f.target
+    try:
+        spec = app.service(svc)
+    except KeyError:
+        return f
+    boot = (spec.readiness_probe.initial_delay_s if spec.readiness_probe else 0.0) + spec.behaviour.startup_s
+    extra = int(-(-boot // tick_s))
+    if extra <= 1:
+        return f
+    slow_show = f.realisation.kind in ("deploy", "resources") or (f.realisation.kind == "config" and f.realisation.service)
+    probe = f.probe.model_copy(update={"within_ticks": f.probe.within_ticks + (extra if slow_show else 0),
+                                       "recover_ticks": f.probe.recover_ticks + 2 * extra})
+    return f.model_copy(update={"probe": probe})
+
+
 @lru_cache(maxsize=None)
 def _build(app_name: str) -> tuple[Fault, ...]:
     app = load_app(app_name)
@@ -619,6 +657,7 @@ def _build(app_name: str) -> tuple[Fault, ...]:
         _expand(g, tpl)
     _hand_written(g)
     _flags(g)
+    g.out = [_with_boot_time(app, f) for f in g.out]
     excluded = _excluded(app_name)
     out = sorted((f for f in g.out if f.id not in excluded), key=lambda f: f.id)
     ids = [f.id for f in out]

@@ -7,8 +7,9 @@ For each fault, alone, in a fresh settled twin:
    artifact reads as broken instead);
 3. after `revert`, the probe is healthy again (two consecutive healthy ticks) within
    ``probe.recover_ticks`` ticks and the artifact reads as correct;
-4. in a second fresh twin, after the symptom shows, at least one declared `RepairOption` applied
-   through `apply_repair` heals it: probe healthy for two consecutive ticks and artifact corrected.
+4. injected again (into the reverted twin for the first option, a fresh one for the others), at
+   least one declared `RepairOption` applied through `apply_repair` once the symptom shows heals it:
+   probe healthy for two consecutive ticks and artifact corrected.
 
 Fresh twins are clones of one warmed-up twin per app when the backend offers ``clone()``, otherwise
 new twins advanced through the same warm-up, so every fault starts from the same state.
@@ -103,12 +104,13 @@ def validate_fault(fault: Fault, fresh: Callable[[], Any]) -> Outcome:
         out.detail = f"not healthy within {fault.probe.recover_ticks} ticks of revert"
         return out
     tried = []
-    for opt in fault.repairs:
-        b2 = fresh()
-        memo2: dict = {}
+    for i, opt in enumerate(fault.repairs):
+        # the first option reuses the reverted (healthy again) twin: copying a twin costs far more
+        # than the ticks, so later options get a fresh copy of the warm twin
+        b2, memo2 = (b, {}) if i == 0 else (fresh(), {})
         probe_ok(fault, b2, memo2)
         h2 = inject(fault, b2)
-        if _symptom(fault, b2, h2, memo2) is None:
+        if not h2.ok or _symptom(fault, b2, h2, memo2) is None:
             tried.append(f"{opt.tool}: no symptom in repair run")
             continue
         res = apply_repair(opt, fault, b2)
