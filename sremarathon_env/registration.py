@@ -1,8 +1,10 @@
 """Gymnasium ids of the environment, registered when ``sremarathon_env`` is imported.
 
 >>> import gymnasium as gym, sremarathon_env
->>> sorted(i for i in gym.registry if i.startswith("SREMarathon/"))
+>>> sorted(i for i in gym.registry if i.startswith("SREMarathon/") and "-live-" not in i)
 ['SREMarathon/AstronomyShop-v0', 'SREMarathon/OnlineBoutique-v0', 'SREMarathon/TrainTicket-v0']
+>>> gym.spec("SREMarathon/OnlineBoutique-live-v0").nondeterministic
+True
 
 Use ``gym.make(id, **kwargs)`` with the constructor options of `sremarathon_env.env.SREMarathonEnv`
 (``injection_s``, ``observation_s``, ``bundle_dir``, ...), ``gym.register_envs(sremarathon_env)`` to
@@ -31,3 +33,8 @@ def register_envs() -> None:
             continue
         register(id=env_id, entry_point=ENTRY_POINT, kwargs={"app": app}, nondeterministic=False,
                  disable_env_checker=False, order_enforce=True)
+    try:  # the live variants (``SREMarathon/<App>-live-v0``, nondeterministic), registered by their backend
+        from sremarathon_env.backends.kubernetes.registration import register_live_envs
+    except ImportError:  # pragma: no cover - a build without the live backend
+        return
+    register_live_envs()

@@ -32,7 +32,7 @@ rollback              [s]; what the last change changed    ``rollback(s, to_revi
                       ``s:image``, ``s:limits.cpu``...)
 revert_patch          [s]; same                            ``patch_source(s, <reverse of its diff>)``
 scale_restore         [s]; ``s:replicas``                  ``scale(s, <model replicas>)``
-scale_out             [s]; ``load``                        ``scale(s, max(4, 2 x desired))``
+scale_out             [s]; ``load``                        ``scale(s, min(max(4, desired + 2), 10))``
 restore_cpu           [s]; ``s:limits.cpu``                ``set_resources`` cpu back to the model's
                                                            (2 x current where the model sets none)
 restore_memory        [s]; ``s:limits.memory``             ``set_resources`` memory, likewise
@@ -77,6 +77,7 @@ MAX_FLAGS = 16
 MAX_NODES = 8
 MAX_ZONES = 4
 MAX_INCIDENT_SLOTS = 8
+SCALE_OUT_MAX = 10   #: scale_out never goes above this many replicas (masked at it)
 SERVICE_KINDS = ("restart", "restart_edge", "rollback", "revert_patch", "scale_restore", "scale_out",
                  "restore_cpu", "restore_memory", "restore_config")
 MAX_ACTIONS = 1 + MAX_SERVICES * len(SERVICE_KINDS) + MAX_FLAGS + 2 * MAX_NODES + MAX_ZONES
@@ -291,7 +292,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             return [dep_read], self._report(per, [s], f"{s}:replicas", label), \
                 {"tool": "scale", "args": {"service": s, "replicas": max(int(spec.replicas), 1)}}
         if kind == "scale_out":
-            n = min(max(4, 2 * cv.desired_replicas(s)), 50)
+            n = min(max(4, cv.desired_replicas(s) + 2), SCALE_OUT_MAX)
             return [dep_read], self._report(per, [s], "load", label), {"tool": "scale", "args": {"service": s, "replicas": n}}
         if kind in ("restore_cpu", "restore_memory"):
             cur = cv.resources(s)
@@ -426,7 +427,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 mask[ab + 1] = float(any(c in firing for c in self.app.callees(s)))
                 mask[ab + 2] = float(change is not None)
                 mask[ab + 3] = float(change is not None and change[2] == "build" and bool(cv.latest_diff(s)))
-                mask[ab + 5] = 1.0
+                mask[ab + 5] = float(cv.desired_replicas(s) < SCALE_OUT_MAX)
                 mask[ab + 6] = float(cpu_d)
                 mask[ab + 7] = float(mem_d)
                 mask[ab + 8] = float(env_d)
