@@ -84,6 +84,8 @@ class SimBackend:
         self._desired = np.zeros(self.m.S)
         self._restarts = np.zeros(self.m.S)
         self._mem_layout = (-1, None, None, None)
+        self._inputs_key = None
+        self.pod_burn = np.zeros(0)
         self.pod_ooms: dict[int, int] = {}
         self.sig_timeline: list[list] = []        # [start, end, svc, text]
         self._sig_open: dict[tuple[int, str], list] = {}
@@ -259,51 +261,57 @@ class SimBackend:
         for h in sorted(self._in_pods):
             if all(c.pods[s].deleted for s in self._in_pods[h]):
                 self.remove_effect(h)
-        res = faulthook.resolve(self, T)
-        self.res = res
-        self.pod_burn = np.zeros(cap)
-        self.pod_hog = np.zeros(cap)
-        self.pod_leak_rate = np.zeros(cap)
-        self.pod_leak_since = np.full(cap, np.inf)
-        for s, v in res.pod_burn.items():
-            self.pod_burn[s] = v
-        for s, v in res.pod_hog.items():
-            self.pod_hog[s] = v
-        for s, (rate, since) in res.pod_leak.items():
-            self.pod_leak_rate[s] = rate
-            self.pod_leak_since[s] = since
-        nr = np.zeros(cap, dtype=bool)
-        for s in res.pod_not_ready:
-            nr[s] = True
-        self.pod_ready_eff = c.p_active & c.p_ready & ~c.p_lost & ~nr
-        self.pod_ready_eff[n:] = False
-        ready_slots = np.flatnonzero(self.pod_ready_eff[:n])
-        self.ready_count = np.bincount(c.p_svc[ready_slots], minlength=m.S).astype(float)
-        lim = c.p_cpu_lim[ready_slots]
-        capacity = np.bincount(c.p_svc[ready_slots], np.where(np.isnan(lim), 1.0, lim), minlength=m.S)
-        burn = np.bincount(c.p_svc[ready_slots], self.pod_burn[ready_slots], minlength=m.S)
-        # zone mix of ready endpoints (a service without any falls back to its spec node's zone)
-        Zm = np.zeros((m.S, m.Z))
-        np.add.at(Zm, (c.p_svc[ready_slots], m.node_zone[c.p_node[ready_slots]]), 1.0)
-        for s in range(m.S):
-            if Zm[s].sum() == 0:
-                Zm[s, m.zones.index(self.app.zone_of(m.svc_names[s]))] = 1.0
-        Zm /= Zm.sum(axis=1, keepdims=True)
-        topo = self.app.topology
-        caller = m.edge_caller.copy()
-        same = np.einsum("ez,ez->e", Zm[np.maximum(caller, 0)], Zm[m.edge_callee])
-        edge_net = topo.intra_zone_latency_ms + (1.0 - same) * (topo.inter_zone_latency_ms - topo.intra_zone_latency_ms)
-        edge_net[0] = 0.0
-        net = edge_net[m.node_edge] + res.net_add
-        no_ep = res.no_endpoints | (self.ready_count <= 0)
-        self.uh_edge = no_ep[m.edge_callee].astype(float)
-        # which edges cannot reach their callee because it has no endpoints (for logs)
-        reason = res.edge_reason.copy()
-        reason[(reason == 0) & no_ep[m.edge_callee]] = faulthook.REASON_NO_ENDPOINTS
-        res.edge_reason = reason
-        self.inputs = TickInputs(self.ready_count, capacity, burn, res.lat_add, res.e_app, res.e_unreach, net,
-                                 res.no_endpoints)
-        self.tm.prepare(self.inputs)
+        # traffic inputs depend on which pods exist, run where, and are ready, and on the effects; a
+        # pod moment that changes none of these (a pull, a crash-looping container) keeps them
+        key = (n, c.p_active[:n].tobytes(), c.p_ready[:n].tobytes(), c.p_lost[:n].tobytes(),
+               c.p_node[:n].tobytes(), c.p_rs[:n].tobytes())
+        if self._effects_dirty or key != self._inputs_key or cap != len(self.pod_burn):
+            self._inputs_key = key
+            res = faulthook.resolve(self, T)
+            self.res = res
+            self.pod_burn = np.zeros(cap)
+            self.pod_hog = np.zeros(cap)
+            self.pod_leak_rate = np.zeros(cap)
+            self.pod_leak_since = np.full(cap, np.inf)
+            for s, v in res.pod_burn.items():
+                self.pod_burn[s] = v
+            for s, v in res.pod_hog.items():
+                self.pod_hog[s] = v
+            for s, (rate, since) in res.pod_leak.items():
+                self.pod_leak_rate[s] = rate
+                self.pod_leak_since[s] = since
+            nr = np.zeros(cap, dtype=bool)
+            for s in res.pod_not_ready:
+                nr[s] = True
+            self.pod_ready_eff = c.p_active & c.p_ready & ~c.p_lost & ~nr
+            self.pod_ready_eff[n:] = False
+            ready_slots = np.flatnonzero(self.pod_ready_eff[:n])
+            self.ready_count = np.bincount(c.p_svc[ready_slots], minlength=m.S).astype(float)
+            lim = c.p_cpu_lim[ready_slots]
+            capacity = np.bincount(c.p_svc[ready_slots], np.where(np.isnan(lim), 1.0, lim), minlength=m.S)
+            burn = np.bincount(c.p_svc[ready_slots], self.pod_burn[ready_slots], minlength=m.S)
+            # zone mix of ready endpoints (a service without any falls back to its spec node's zone)
+            Zm = np.zeros((m.S, m.Z))
+            np.add.at(Zm, (c.p_svc[ready_slots], m.node_zone[c.p_node[ready_slots]]), 1.0)
+            for s in range(m.S):
+                if Zm[s].sum() == 0:
+                    Zm[s, m.zones.index(self.app.zone_of(m.svc_names[s]))] = 1.0
+            Zm /= Zm.sum(axis=1, keepdims=True)
+            topo = self.app.topology
+            caller = m.edge_caller.copy()
+            same = np.einsum("ez,ez->e", Zm[np.maximum(caller, 0)], Zm[m.edge_callee])
+            edge_net = topo.intra_zone_latency_ms + (1.0 - same) * (topo.inter_zone_latency_ms - topo.intra_zone_latency_ms)
+            edge_net[0] = 0.0
+            net = edge_net[m.node_edge] + res.net_add
+            no_ep = res.no_endpoints | (self.ready_count <= 0)
+            self.uh_edge = no_ep[m.edge_callee].astype(float)
+            # which edges cannot reach their callee because it has no endpoints (for logs)
+            reason = res.edge_reason.copy()
+            reason[(reason == 0) & no_ep[m.edge_callee]] = faulthook.REASON_NO_ENDPOINTS
+            res.edge_reason = reason
+            self.inputs = TickInputs(self.ready_count, capacity, burn, res.lat_add, res.e_app, res.e_unreach, net,
+                                     res.no_endpoints)
+            self.tm.prepare(self.inputs)
         # crash effects that became active make running containers exit now
         crash_now = {h for h, e in self.book.effects.items() if e.kind == "crash" and self._effect_on(h, e)}
         for h in sorted(crash_now - self._crash_handles):

@@ -158,6 +158,7 @@ class Cluster:
         self._pod_counter = 0
         self._rs_counter = 0
         self.dirty = True                  # pod-derived arrays need a refresh
+        self.changed_slots: set[int] = set()   # pods whose state changed since the metric writer looked
         self.layout_version = 0            # bumps when pods are created or deleted
         self.events: list[list] = []       # [first_t, last_t, count, type, reason, kind, name, message, component]
         self._event_index: dict[tuple, int] = {}
@@ -274,6 +275,7 @@ class Cluster:
             self.p_cpu_req[slot] = res["cpu_limit_m"] / 1000.0
         self.layout_version += 1
         self.dirty = True
+        self.changed_slots.add(slot)
         if not quiet:
             self.event(t, "Normal", "SuccessfulCreate", "ReplicaSet", rs.name, f"Created pod: {name}",
                        "replicaset-controller")
@@ -290,6 +292,7 @@ class Cluster:
         self.p_restarts[s] = pod.restarts
         self.p_active[s] = not pod.deleted
         self.dirty = True
+        self.changed_slots.add(s)
 
     def _at(self, pod: Pod, t: float, action: str) -> None:
         pod.gen += 1

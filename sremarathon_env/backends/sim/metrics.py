@@ -116,6 +116,7 @@ class MetricWriter:
         self._objects: dict[tuple, tuple[tuple, list]] = {}   # object -> (signature, [(family, row, value)])
         self._cur: dict[str, dict[int, float]] = {}          # family -> row -> current value
         self._fams: dict[str, Family] = {}
+        self._prev_eff = np.zeros(0, dtype=bool)
 
     # ------------------------------------------------------------------ mesh counters layout
     def _enable(self, i: int, col: int) -> None:
@@ -236,28 +237,40 @@ class MetricWriter:
         c = sim.cluster
         ready_eff = sim.pod_ready_eff
         dirty: set[str] = set()
-        seen: set = set()
-        pod_sig: dict[int, tuple] = {}
-        for p in c.pods:
+        n = len(c.pods)
+        # candidate pods: those the cluster touched, and those whose effective readiness flipped
+        eff = ready_eff[:n]
+        prev = self._prev_eff
+        flipped = np.flatnonzero(eff[: len(prev)] != prev[: n]).tolist() if len(prev) else []
+        cand = sorted(c.changed_slots.union(flipped, range(len(prev), n)))
+        c.changed_slots = set()
+        self._prev_eff = eff.copy()
+        dirty_svc: set[int] = set()
+        for slot in cand:
+            p = c.pods[slot]
             if p.deleted:
+                if self._drop(("pod", slot), dirty):
+                    dirty_svc.add(p.svc)
                 continue
-            sig = (p.node, p.phase, p.ready, bool(ready_eff[p.slot]), p.node_lost, p.cstate, p.reason, p.restarts,
-                   p.last_reason, sim.pod_ooms.get(p.slot, 0))
-            pod_sig[p.slot] = sig
-            self._update(("pod", p.slot), sig, lambda p=p: self._pod_series(p), seen, dirty)
+            sig = (p.node, p.phase, p.ready, bool(ready_eff[slot]), p.node_lost, p.cstate, p.reason, p.restarts,
+                   p.last_reason, sim.pod_ooms.get(slot, 0))
+            if self._update(("pod", slot), sig, lambda p=p: self._pod_series(p), dirty):
+                dirty_svc.add(p.svc)
         no_ep = sim.res.no_endpoints
         for dep in c.deployments.values():
-            sig = (dep.replicas, dep.generation, dep.observed_generation, dep.progress_failed, bool(no_ep[dep.svc]),
-                   dep.current.id, tuple((rs.id, rs.replicas, tuple(pod_sig[p.slot] for p in rs.pods)) for rs in dep.rss))
-            self._update(("dep", dep.name), sig, lambda dep=dep: self._dep_series(dep), seen, dirty)
-        for n in c.nodes:
-            self._update(("node", n.index), (n.ready, n.cordoned), lambda n=n: self._node_series(n), seen, dirty)
-        used = sim.quota_used()
-        self._update(("quota",), tuple(sorted(used.items())), lambda: self._quota_series(used), seen, dirty)
-        for key in [k for k in self._objects if k not in seen]:
-            for name, row, _ in self._objects.pop(key)[1]:
-                del self._cur[name][row]
-                dirty.add(name)
+            head = (dep.replicas, dep.generation, dep.observed_generation, dep.progress_failed, bool(no_ep[dep.svc]),
+                    dep.current.id, tuple((rs.id, rs.replicas, len(rs.pods)) for rs in dep.rss))
+            key = ("dep", dep.name)
+            old = self._objects.get(key)
+            if old is not None and dep.svc not in dirty_svc and old[0][0] == head:
+                continue
+            sig = (head, tuple(self._objects[("pod", p.slot)][0] for rs in dep.rss for p in rs.pods))
+            self._update(key, sig, lambda dep=dep: self._dep_series(dep), dirty)
+        for nd in c.nodes:
+            self._update(("node", nd.index), (nd.ready, nd.cordoned), lambda nd=nd: self._node_series(nd), dirty)
+        if cand or ("quota",) not in self._objects:
+            used = sim.quota_used()
+            self._update(("quota",), tuple(sorted(used.items())), lambda: self._quota_series(used), dirty)
         for name in sorted(dirty):
             fam = self.store.family(name, self._labels(name))
             old = self._runs.get(name)
@@ -267,15 +280,21 @@ class MetricWriter:
             self._runs[name] = (fam, np.fromiter(cur.keys(), dtype=np.intp, count=len(cur)),
                                 np.fromiter(cur.values(), dtype=float, count=len(cur)), tick)
 
-    def _update(self, key, sig, series, seen: set, dirty: set) -> None:
-        seen.add(key)
+    def _drop(self, key, dirty: set) -> bool:
+        old = self._objects.pop(key, None)
+        if old is None:
+            return False
+        for name, row, _ in old[1]:
+            del self._cur[name][row]
+            dirty.add(name)
+        return True
+
+    def _update(self, key, sig, series, dirty: set) -> bool:
+        """Re-derive an object's series when its signature changed; True when it did."""
         old = self._objects.get(key)
         if old is not None and old[0] == sig:
-            return
-        if old is not None:
-            for name, row, _ in old[1]:
-                del self._cur[name][row]
-                dirty.add(name)
+            return False
+        self._drop(key, dirty)
         entries = []
         for name, lv, value in series():
             fam = self._fams.get(name)
@@ -286,6 +305,7 @@ class MetricWriter:
             entries.append((name, row, value))
             dirty.add(name)
         self._objects[key] = (sig, entries)
+        return True
 
     @staticmethod
     def _labels(name: str) -> tuple[str, ...]:
