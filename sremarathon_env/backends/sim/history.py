@@ -12,7 +12,7 @@ grow by doubling; a 90-minute Online Boutique run keeps well under 1 MB.
 >>> from sremarathon_env.backends.sim.model import CompiledApp
 >>> h = History(CompiledApp(load_app("online-boutique")))
 >>> h.node.shape[0], h.edge.shape[0], h.path.shape[0], h.svc.shape[0]
-(7, 4, 5, 9)
+(7, 4, 5, 10)
 """
 
 from __future__ import annotations
