@@ -116,7 +116,7 @@ def cmd_leaderboard(args) -> int:
         write_leaderboard
 
     runs = collect_runs(args.dir)
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     if not runs:
         console.print(f"no verifiable bundles under {args.dir}")
         return 1

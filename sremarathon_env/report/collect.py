@@ -47,16 +47,20 @@ def run_result(path: str | Path) -> RunResult:
     return RunResult(policy=str(policy), app=str(app), seed=int(seed), path=p, report=rep, complete=b.complete)
 
 
-def collect_runs(root: str | Path, *, skip_bad: bool = True) -> list[RunResult]:
+def collect_runs(root: str | Path, *, skip_bad: bool = True, incomplete: bool = False) -> list[RunResult]:
     """Every bundle under ``root`` (or ``root`` itself), sorted by (policy, app, seed). Bundles that
-    do not verify are skipped (``skip_bad``) or raise."""
+    do not verify are skipped (``skip_bad``) or raise; unsealed prefixes of runs that did not finish
+    are left out unless ``incomplete``."""
     root = Path(root)
     dirs = [root] if (root / RECORDS_FILE).is_file() else sorted(p.parent for p in root.rglob(RECORDS_FILE))
     out = []
     for d in dirs:
         try:
-            out.append(run_result(d))
+            r = run_result(d)
         except Exception:  # noqa: BLE001
             if not skip_bad:
                 raise
+            continue
+        if r.complete or incomplete:
+            out.append(r)
     return sorted(out, key=lambda r: (r.policy, r.app, r.seed, str(r.path)))

@@ -76,3 +76,14 @@ def test_bad_bundle_is_skipped(tmp_path):
     (bad / "records.jsonl").write_bytes(raw.replace(b"cartservice:REDIS_ADDR", b"cartservice:REDIS_ADDX", 1))
     runs = collect_runs(tmp_path)
     assert [r.seed for r in runs] == [0]
+
+
+def test_unsealed_prefix_is_left_out(tmp_path):
+    from sremarathon_env.bundle import Recorder
+
+    build_bundle(tmp_path / "keep" / "online-boutique" / "seed-0", "keep", skill=2)
+    rec = Recorder(tmp_path / "keep" / "online-boutique" / "seed-1")
+    rec.append("run", 0.0, {"app": "online-boutique", "seed": 1, "catalogue_version": "t", "rule_pack_version": "t"})
+    rec.close()
+    assert [r.seed for r in collect_runs(tmp_path)] == [0]
+    assert sorted(r.seed for r in collect_runs(tmp_path, incomplete=True)) == [0, 1]
