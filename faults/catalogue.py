@@ -518,18 +518,19 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
         for p in paths:
             name = p.name if p else None
             d = demand(p)
-            best = None
+            cands = []
             for svc_name, ms_per_s in sorted(d.items()):
                 sv = app.service(svc_name)
                 if ms_per_s <= 0 or sv.role not in ("service", "gateway"):
                     continue
                 cap = (sv.resources.cpu_limit_m or 4000) * max(1, sv.replicas)  # ms of CPU per second
-                f_needed = P["overload"] * cap / ms_per_s
-                if best is None or f_needed < best[0]:
-                    best = (f_needed, svc_name)
-            if best is None:
+                cands.append((P["overload"] * cap / ms_per_s, svc_name))
+            if not cands:
                 continue
-            factor, bottleneck = round(best[0], 1), best[1]
+            cands.sort()
+            factor, bottleneck = round(cands[0][0], 1), cands[0][1]
+            # the tiers that saturate first at that factor: scaling any of them is a declared repair
+            tiers = [n for f_needed, n in cands if f_needed <= 2.0 * cands[0][0]][:3]
             if factor > P["max_factor"] or factor < 2:
                 continue
             replicas = int(P["replicas"])
@@ -539,7 +540,7 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                   artifact=Artifact(kind="load", canonical=f"load:{name or '*'}",
                                     aliases=[f"traffic:{name or 'all'}", f"{name or 'all'} traffic", "load"]),
                   scope=touched, probe=Probe(kind="path_error_ratio_max", path=name, threshold=P["probe_threshold"]),
-                  repairs=[RepairOption(tool="scale", args={"service": bottleneck, "replicas": replicas})],
+                  repairs=[RepairOption(tool="scale", args={"service": n, "replicas": replicas}) for n in tiers],
                   description=desc(path=name or "all paths", factor=factor, bottleneck=bottleneck),
                   realisation=Realisation(kind="effects", effects=[Effect(kind="load_factor", path=name, factor=factor)]))
         return
