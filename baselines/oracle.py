@@ -9,7 +9,8 @@ credit correct work. Per invocation, for each injected fault that is still live 
    the fault's start, or still firing then);
 2. report one incident citing those alerts with the exact culprit services and the canonical artifact;
 3. apply the fault's first repair option citing that incident (a rollback goes to the revision that was
-   current before the fault); when an option is refused or fails, the next one is tried next time.
+   current before the fault); when an option is refused or fails, the next one is tried next time. A load
+   fault whose options are all ``scale`` (the tiers of one scale-out) gets all of them at once.
 
 >>> OraclePolicy().name
 'oracle'
@@ -87,6 +88,13 @@ class OraclePolicy(Policy):
                 if inc is None:
                     continue
                 self.incident[iid] = inc
+            if all(o.tool == "scale" for o in fault.repairs) and len(fault.repairs) > 1:
+                # a load fault: its scale options are the tiers of one scale-out, applied together
+                results = [session.call("scale", {**o.args, "incident_id": inc}) for o in fault.repairs]
+                if any(r.error is not None and r.error.type == "budget_exhausted" for r in results):
+                    return None
+                self.repaired.add(iid)
+                continue
             k = self.next_option.get(iid, 0)
             if k >= len(fault.repairs):
                 continue

@@ -136,7 +136,7 @@ def cmd_leaderboard(args) -> int:
 
 
 def cmd_view(args) -> int:
-    from sremarathon_env.report.html import write_html
+    from sremarathon_env.report.view import write_html
 
     out = write_html(args.bundle, args.output)
     print(out)

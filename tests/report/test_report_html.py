@@ -2,7 +2,7 @@ import re
 
 from report_bundles import build_bundle
 
-from sremarathon_env.report.html import write_html
+from sremarathon_env.report.view import write_html
 
 
 def test_view_is_self_contained_and_complete(tmp_path):
