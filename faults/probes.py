@@ -79,11 +79,16 @@ def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, art
         return ready_ok and (prev is None or restarts <= prev)
     if k == "rollout_ok":
         desired = _num(backend.service_health(probe.service), "desired", default=1.0)
-        hist = [h for h in (backend.deploy_history(probe.service) or []) if isinstance(h, dict)]
-        cur = [h for h in hist if h.get("current")] or hist[-1:]
-        if not cur or cur[-1].get("revision") is None:
+        spec = backend.deployment_spec(probe.service) if hasattr(backend, "deployment_spec") else None
+        if spec is not None:
+            rev = spec.get("revision")
+        else:
+            hist = [h for h in (backend.deploy_history(probe.service) or []) if isinstance(h, dict)]
+            cur = [h for h in hist if h.get("current")] or hist[-1:]
+            rev = cur[-1].get("revision") if cur else None
+        if rev is None:
             return True
-        ready = backend.serving_revisions(probe.service).get(int(cur[-1]["revision"]), 0)
+        ready = backend.serving_revisions(probe.service).get(int(rev), 0)
         return ready >= desired
     if k == "artifact":
         return bool(artifact_ok()) if artifact_ok is not None else True

@@ -48,7 +48,21 @@ def _spec(fault: Fault):
     return load_app(fault.app)
 
 
+def _dep_spec(backend: Any, service: str) -> dict[str, Any] | None:
+    """The backend's cheap typed read of a Deployment's current template (None: not offered/unknown)."""
+    fn = getattr(backend, "deployment_spec", None)
+    if fn is None:
+        return None
+    try:
+        return fn(service)
+    except Exception:  # noqa: BLE001 - a backend that cannot answer
+        return None
+
+
 def _latest_revision(backend: Any, service: str) -> int | None:
+    spec = _dep_spec(backend, service)
+    if spec is not None and spec.get("revision") is not None:   # the current template is the newest revision
+        return int(spec["revision"])
     try:
         hist = backend.deploy_history(service) or []
     except Exception:  # noqa: BLE001 - a backend without history
@@ -58,6 +72,9 @@ def _latest_revision(backend: Any, service: str) -> int | None:
 
 
 def _image_of(backend: Any, service: str) -> str | None:
+    spec = _dep_spec(backend, service)
+    if spec is not None:
+        return str(spec["image"])
     try:
         objs = backend.k8s_get("deployment", service) or []
         c = objs[0]["spec"]["template"]["spec"]["containers"][0]
@@ -84,7 +101,14 @@ def _qty_m(v: Any) -> float | None:
     return float(s[:-1]) if s.endswith("m") else float(s) * 1000.0
 
 
+_RES_KEYS = ("mem_limit_mi", "cpu_limit_m", "mem_request_mi", "cpu_request_m")
+
+
 def _resources_of(backend: Any, service: str) -> dict[str, float | None]:
+    spec = _dep_spec(backend, service)
+    if spec is not None:   # typed values; unset (or zero, which a manifest leaves out) is None
+        res = spec.get("resources") or {}
+        return {k: float(res[k]) if res.get(k) else None for k in _RES_KEYS}
     try:
         objs = backend.k8s_get("deployment", service) or []
         r = objs[0]["spec"]["template"]["spec"]["containers"][0].get("resources", {})
@@ -96,6 +120,9 @@ def _resources_of(backend: Any, service: str) -> dict[str, float | None]:
 
 
 def _pods_on_node(backend: Any, node: str) -> int:
+    fn = getattr(backend, "pods_on_node", None)
+    if fn is not None:
+        return int(fn(node))
     try:
         pods = backend.k8s_get("pod") or []
     except Exception:  # noqa: BLE001

@@ -78,12 +78,12 @@ class MarathonConfig(BaseModel):
         return (self.app, self.seed, self.injection_s, self.observation_s, self.noise, self.noise_rate)
 
 
-def _make_backend(cfg: MarathonConfig):
+def _make_backend(cfg: MarathonConfig, metrics: bool = True):
     if cfg.backend != "sim":
         raise ValueError(f"backend {cfg.backend!r} is not available in this build (only 'sim')")
     from sremarathon_env.backends.sim import SimBackend
 
-    return SimBackend(cfg.app, cfg.seed, tick_s=cfg.tick_s)
+    return SimBackend(cfg.app, cfg.seed, tick_s=cfg.tick_s, metrics=metrics)
 
 
 @lru_cache(maxsize=64)
@@ -125,6 +125,7 @@ class _Driver:
     cfg: MarathonConfig
     backend: Any
     schedule: Schedule
+    checks: bool = True          # False: the reference run, which reads only entry evidence
     live: list[_Live] = field(default_factory=list)
     noise_pending: list = field(default_factory=list)
     noise_active: list = field(default_factory=list)
@@ -185,7 +186,9 @@ class _Driver:
         return int(math.ceil(min(times) / self.cfg.tick_s - 1e-9))
 
     def _checks(self, view: Any) -> dict:
-        probes = {}
+        probes: dict = {}
+        if not self.checks:
+            return probes
         memo: dict = {}
         for lf in self.live:
             if lf.handle is not None and not lf.done:
@@ -216,15 +219,18 @@ class _Driver:
             raise RuntimeError(f"expected {k_end - k + 1} ticks of evidence, got {len(evidence)}")
         for i, ev in enumerate(evidence):
             kk = k + i
-            self._ready[kk] = (ev, self._checks(self.backend.at(kk * tick_s)), events if i == 0 else [])
+            self._ready[kk] = (ev, self._checks(self.backend.at(kk * tick_s)) if self.checks else {},
+                               events if i == 0 else [])
         return self._ready.pop(k)
 
 
 @lru_cache(maxsize=32)
 def reference_evidence(cfg: MarathonConfig) -> dict[str, list[float]]:
-    """Entry evidence per tick of the matched no-action run (same app, seed and schedule)."""
-    backend = _make_backend(cfg)
-    drv = _Driver(cfg, backend, _schedule(cfg.schedule_key()))
+    """Entry evidence per tick of the matched no-action run (same app, seed and schedule). Its twin
+    exports no metrics and its driver skips the per-tick probe/artifact checks: neither acts on the
+    twin, and nothing but the entry evidence is kept."""
+    backend = _make_backend(cfg, metrics=False)
+    drv = _Driver(cfg, backend, _schedule(cfg.schedule_key()), checks=False)
     out: dict[str, list[float]] = {"t": [], "total": [], "failed": [], "slow": [], "degraded": []}
     n_ticks = int(round(cfg.horizon_s / cfg.tick_s))
     drv.plan_until(n_ticks * cfg.tick_s)

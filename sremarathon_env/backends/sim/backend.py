@@ -28,7 +28,7 @@ from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
 from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, marker_holds
 from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
-from sremarathon_env.backends.sim.metrics import MetricWriter
+from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly
 from sremarathon_env.backends.sim.model import CompiledApp
 from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, _Groups, take
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum
@@ -53,9 +53,12 @@ def compiled(app: AppSpec) -> CompiledApp:
 
 
 class SimBackend:
-    """The twin. ``noise_load=False`` gives a constant load (no diurnal swing, no jitter)."""
+    """The twin. ``noise_load=False`` gives a constant load (no diurnal swing, no jitter).
+    ``metrics=False`` exports no metrics (the store stays empty); everything else - dynamics, entry
+    evidence, health reads, logs, deploys - is the same, bit for bit."""
 
-    def __init__(self, app: AppSpec | str, seed: int, *, tick_s: float = 15.0, noise_load: bool = True):
+    def __init__(self, app: AppSpec | str, seed: int, *, tick_s: float = 15.0, noise_load: bool = True,
+                 metrics: bool = True):
         self.app: AppSpec = load_app(app) if isinstance(app, str) else app
         self.app_name = self.app.name
         self.seed = int(seed)
@@ -100,7 +103,8 @@ class SimBackend:
         self._diurnal_phase = float(phase_rng.uniform(0, 2 * math.pi))
         mean_think = float(np.mean(self.app.load.think_time_s))
         self._base_task_rate = self.app.load.users / mean_think * self.m.path_share
-        self.writer = MetricWriter(self)
+        self.metrics = bool(metrics)
+        self.writer = MetricWriter(self) if self.metrics else SlotsOnly(self)
         self._tick = 0
         self._now = 0.0
         self._effects_dirty = True

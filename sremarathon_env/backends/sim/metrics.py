@@ -400,3 +400,31 @@ class MetricWriter:
         for res, hard in self.sim.cluster.quota_hard.items():
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "hard"), hard
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "used"), used[res]
+
+
+class SlotsOnly:
+    """The writer of a twin that exports no metrics (``SimBackend(..., metrics=False)``: the run loop's
+    no-action reference run and fault validation read only entry evidence and health): it keeps the
+    one thing the dynamics take from the writer, the pod slots that have cAdvisor series, in the same
+    order, and writes nothing."""
+
+    def __init__(self, sim: "SimBackend"):
+        self.sim = sim
+        self.flow_slots = np.zeros(0, dtype=np.intp)
+        self._flow_layout = -1
+
+    def flow_slots_now(self) -> np.ndarray:
+        c = self.sim.cluster
+        if self._flow_layout != c.layout_version:
+            self._flow_layout = c.layout_version
+            self.flow_slots = np.array([p.slot for p in c.pods if not p.deleted and p.node >= 0], dtype=np.intp)
+        return self.flow_slots
+
+    def write_flows(self, *args, **kwargs) -> None:
+        pass
+
+    def refresh_state(self, tick: int) -> None:
+        self.sim.cluster.changed_slots = set()
+
+    def flush(self, upto: int) -> None:
+        pass

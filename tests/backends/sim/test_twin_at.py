@@ -74,3 +74,23 @@ def test_block_driver_gives_the_single_tick_driver_results(app):
     assert sum(len(r[1]) for r in single) > 0
     assert block == single
     assert d1 == d2
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket"])
+def test_twin_without_metrics_has_the_same_dynamics(app):
+    """``metrics=False`` (reference run, validation) writes no series but evolves bit for bit like the
+    exporting twin under the same scheduled faults: entry evidence, health reads, probe results."""
+    cfg = MarathonConfig(app=app, seed=2, injection_s=1500, observation_s=300)
+    n = int(cfg.horizon_s / cfg.tick_s)
+    runs = []
+    for metrics in (True, False):
+        backend = _make_backend(cfg, metrics=metrics)
+        drv = _Driver(cfg, backend, _schedule(cfg.schedule_key()))
+        drv.plan_until(n * cfg.tick_s)
+        res = [drv.tick(k * cfg.tick_s) for k in range(1, n + 1)]
+        res = [((ev.t, ev.total, ev.failed, ev.slow, ev.degraded), probes, events) for ev, probes, events in res]
+        health = [backend.service_health(s) for s in backend.app.service_names]
+        runs.append((res, health, backend.state_digest(), backend.store.n_series()))
+    (r1, h1, d1, n1), (r2, h2, d2, n2) = runs
+    assert sum(len(r[2]) for r in r1) >= 2 and n1 > 100 and n2 == 0
+    assert r1 == r2 and h1 == h2 and d1 == d2
