@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .aggregate import build_report, outcome
-from .matching import alert_scope_values, artifact_matches, culprits_match, fault_scope, norm
+from .matching import alert_scope_values, artifact_matches, culprits_match, fault_scope, norm, with_aliases
 from .params import Params
 from .report import FaultScore, ScoreReport
 
@@ -67,15 +67,21 @@ def score(records: Iterable[Any], *, complete: bool | None = None) -> ScoreRepor
     intervals = {fp: _intervals(ev) for fp, ev in alert_events.items()}
 
     def attributable(fp: str, f: dict[str, Any], sigma: frozenset[str], pos: int) -> bool:
-        """fp fired, as known before record ``pos``, at some time in [start, end + grace], in scope."""
+        """fp started firing, as known before record ``pos``, at some time in [start, end + grace], in scope."""
         lo, hi = f["start_s"], f["end_s"] + params.grace_s
         for fs, p_open, fe, p_close, scope in intervals.get(fp, ()):
             if p_open >= pos or not (scope & sigma):
                 continue
-            fe_known = fe if p_close < pos else INF
-            if fs <= hi and fe_known > lo:
+            if lo <= fs <= hi:
                 return True
         return False
+
+    realised: dict[str, list[str]] = {}
+    for _, r in by_kind.get("tick", []):
+        for ev in r.data.get("events", ()):
+            if ev.get("aliases") and ev.get("event") == "injected":
+                realised.setdefault(ev["instance_id"], []).extend(ev["aliases"])
+    faults = [with_aliases(f, realised[f["instance_id"]]) if f["instance_id"] in realised else f for f in faults]
 
     incidents = [(pos, r.t, r.data) for pos, r in by_kind.get("incident", [])]
     actions = [(pos, r.t, r.data) for pos, r in by_kind.get("action", [])]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from .aggregate import build_report, marathon_score, outcome
-from .matching import alert_scope_values, artifact_matches, culprits_match, fault_scope, norm
+from .matching import alert_scope_values, artifact_matches, culprits_match, fault_scope, norm, with_aliases
 from .params import Params
 from .report import FaultScore, ScoreReport
 
@@ -142,6 +142,11 @@ class IncrementalScorer:
         self.n_ticks += 1
         self._last_tick_t = t
         self._advance_ref()
+        for ev in d.get("events", ()):
+            if ev.get("aliases") and ev.get("event") == "injected":
+                f = self._by_id.get(ev["instance_id"])
+                if f is not None:
+                    f.d = with_aliases(f.d, ev["aliases"])
         p = self.params
         for iid, pr in d["faults"].items():
             f = self._by_id.get(iid)
@@ -179,7 +184,7 @@ class IncrementalScorer:
     def _attributable(self, fp: str, f: _Fault) -> bool:
         hi = f.E + self.params.grace_s
         for fs, fe, scope in self._alert_iv.get(fp, ()):
-            if fs <= hi and fe > f.S and scope & f.sigma:
+            if f.S <= fs <= hi and scope & f.sigma:
                 return True
         return False
 

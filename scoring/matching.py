@@ -48,6 +48,14 @@ def artifact_matches(written: str | None, artifact: dict[str, Any]) -> bool:
     return False
 
 
+def with_aliases(fault: dict[str, Any], aliases: Iterable[str]) -> dict[str, Any]:
+    """A copy of a schedule fault whose artifact also accepts ``aliases`` (names received when the
+    fault was realised: a commit's sha, ``service@revision``)."""
+    art = dict(fault["artifact"])
+    art["aliases"] = [*art.get("aliases", ()), *(a for a in aliases if a not in art.get("aliases", ()))]
+    return {**fault, "artifact": art}
+
+
 def culprits_match(written: Iterable[str], culprits: Iterable[str]) -> bool:
     w = {norm(c) for c in written}
     return bool(w) and w == {norm(c) for c in culprits}

@@ -151,8 +151,13 @@ class _Driver:
         for lf in self.live:
             if lf.handle is None and lf.start_s <= t:
                 lf.handle = inject(lf.fault, self.backend)
-                events.append({"instance_id": lf.instance_id, "event": "injected",
-                               "detail": "" if lf.handle.ok else lf.handle.message[:200]})
+                ev = {"instance_id": lf.instance_id, "event": "injected",
+                      "detail": "" if lf.handle.ok else lf.handle.message[:200]}
+                realised = lf.handle.artifact.aliases if lf.handle.artifact is not None else []
+                extra = [a for a in realised if a not in lf.fault.artifact.aliases]
+                if extra:
+                    ev["aliases"] = extra
+                events.append(ev)
             if lf.handle is not None and not lf.done and lf.end_s <= t:
                 repaired = lf.handle.ok and artifact_ok(lf.fault, lf.handle, self.backend)
                 revert(lf.handle, self.backend)

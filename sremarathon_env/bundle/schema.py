@@ -119,6 +119,9 @@ class LifecycleEvent(_Rec):
     instance_id: str
     event: Literal["injected", "reverted", "ended_repaired", "noise_start", "noise_end"]
     detail: str = ""
+    aliases: list[str] = Field(default_factory=list, description=(
+        "on 'injected': names the responsible artifact received when it was realised (a commit's sha and "
+        "short sha, service@revision); the scorer accepts them like the schedule's aliases"))
 
 
 class TickRecord(_Rec):

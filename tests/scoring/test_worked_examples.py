@@ -20,10 +20,11 @@ def both(b: B) -> ScoreReport:
 
 # -- 1. attributable alerts -------------------------------------------------------------------------
 @pytest.mark.parametrize("fp,expected", [("A", True), ("B", True), ("C", False), ("D", False), ("E", False),
-                                         ("F", False)])
+                                         ("F", False), ("G", False)])
 def test_example_1_attributable_alerts(fp, expected):
     b = B([fault("f", 300, 900, culprits=["cartservice"], scope=["cartservice", "frontend"])])
-    b.alert(200, "E", service="cartservice").alert(290, "E", "resolved", service="cartservice")
+    b.alert(200, "E", service="cartservice").alert(250, "G", service="frontend")
+    b.alert(290, "E", "resolved", service="cartservice")
     b.alert(315, "A", service="cartservice").alert(330, "F", "pending", service="cartservice")
     b.alert(400, "D", service="checkoutservice").alert(600, "A", "resolved", service="cartservice")
     b.alert(930, "B", service="frontend").alert(990, "C", service="cartservice")
@@ -59,6 +60,17 @@ def test_example_2_localisation(culprits, artifact, localised):
     assert r.faults[0].correlated_t == 360.0
     assert (r.faults[0].localised_t == 360.0) is localised
     assert r.faults[0].stages == (2 if localised else 1)
+
+
+def test_example_2_alias_received_at_injection():
+    b = B([fault("f", 300, 900, culprits=["cartservice", "redis-cart"], scope=["cartservice", "redis-cart"],
+                 artifact=("commit", "3f9a2c1d8e7b", ["cartservice@3f9a2c1"]))])
+    b.rec.append("tick", 300.0, {"t": 300.0, "entry": {"total": 1, "failed": 0, "slow": 0, "degraded": 0},
+                                 "events": [{"instance_id": "f", "event": "injected", "aliases": ["cartservice@7"]}]})
+    b.alert(315, "A", service="redis-cart").invocation(360)
+    b.incident(360, "i1", ["A"], ["cartservice", "redis-cart"], "cartservice@7")
+    r = both(b)
+    assert (r.faults[0].correlated_t, r.faults[0].localised_t) == (360.0, 360.0)
 
 
 # -- 3-6. repair ---------------------------------------------------------------------------------------
