@@ -38,6 +38,7 @@ from . import syntax as S
 from .engine import PromQLEngine, _bucket_quantile, _Ctx
 from .limits import QueryError
 from .rangefuncs import RANGE_FUNCS
+from .tape import CODES, KernelSpec, Tape, window_kernel
 from .values import Scal, Vec, Win, dedupe, drop_names, memo
 from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _elem, _groups, _pairs, _sig_index, _sigs
 
@@ -175,6 +176,51 @@ class _RangeGroup:
         return self._out
 
 
+class _KernelGroup:
+    """All kernel-evaluated range calls of one build (one window per row), over the plan's ``Tape``."""
+
+    def __init__(self, plan: "PackPlan"):
+        self.plan = plan
+        self.slots: list[np.ndarray] = []
+        self.rng: list[int] = []
+        self.off: list[int] = []
+        self.codes: list[int] = []
+        self.sizes: list[int] = []
+        self.n = 0
+        self.spec: KernelSpec | None = None
+        self._stamp = None
+        self._out = None
+
+    def add(self, parts, n: int, name: str, range_ms: int, offset_ms: int) -> int:
+        flat, perm = _flatten(parts)
+        pairs = [(fam, r) for fam, rows in flat for r in rows.tolist()]
+        slots = self.plan.tape.slots(pairs)
+        self.slots.append(slots if perm is None else slots[perm])
+        self.rng.append(range_ms)
+        self.off.append(offset_ms)
+        self.codes.append(CODES[name])
+        self.sizes.append(n)
+        start = self.n
+        self.n += n
+        self.spec = None
+        return start
+
+    def value(self, E: _Env):
+        if self._stamp is E:
+            return self._out
+        if self.spec is None:
+            sizes = np.asarray(self.sizes, dtype=np.intp)
+            self.spec = KernelSpec(np.concatenate(self.slots), np.repeat(np.asarray(self.rng, dtype=np.int64), sizes),
+                                   np.repeat(np.asarray(self.off, dtype=np.int64), sizes),
+                                   np.repeat(np.asarray(self.codes, dtype=np.int8), sizes))
+        tape = self.plan.tape
+        # columns after the last evaluation time are never read: the tape stops there
+        tape.sync(int((int(E.times.max()) - self.plan.t0_ms) // self.plan.step_ms) + 1)
+        self._out = window_kernel(tape, self.spec, E.times, self.plan.t0_ms, self.plan.step_ms)
+        self._stamp = E
+        return self._out
+
+
 class _Range(_Node):
     def __init__(self, group: _RangeGroup, start: int, n: int, labels):
         super().__init__()
@@ -202,41 +248,65 @@ class _Agg(_Node):
         super().__init__()
         self.op, self.child, self.labels = op, child, keys
         G = len(keys)
+        n = len(gid)
         order = np.argsort(gid, kind="stable")
         sizes = np.bincount(gid, minlength=G)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
         self.order = None if np.array_equal(order, np.arange(len(order))) else order
         self.starts = starts
         self.singletons = bool((sizes == 1).all())
-        self.seq = []
-        for r in range(1, int(sizes.max()) if G else 0):
-            has = np.flatnonzero(sizes > r)
-            self.seq.append((has, starts[has] + r))
+        self.one_group = G == 1
+        M = int(sizes.max()) if G else 0
+        # (G, M) member rows in input order, padded with row n (a -0.0 row: x + -0.0 == x exactly), so a
+        # sequential accumulate along the members is Prometheus's row-after-row sum
+        idx = np.full((G, M), n, dtype=np.intp)
+        rank = np.arange(n) - np.repeat(starts, sizes)
+        idx[gid[order], rank] = order
+        self.idx = idx
+        self.M = M
 
     def compute(self, E):
         v, p = self.child.value(E)
-        if self.order is not None:
-            v, p = v[self.order], p[self.order]
-        if self.singletons:
-            anyp = p
-        else:
-            anyp = np.logical_or.reduceat(p, self.starts, axis=0)
         op = self.op
+        if self.singletons:
+            if op == "sum":
+                W = np.where(p, v, 0.0)
+            elif op == "count":
+                W = p.astype(np.float64)
+            elif op == "group":
+                W = np.ones((len(self.labels), E.T))
+            else:
+                W = np.where(p, v, np.nan)
+            if self.order is not None:
+                return W[self.order], p[self.order]
+            return W, p
+        if self.one_group:
+            anyp = p.any(axis=0, keepdims=True)
+        else:
+            pp = p if self.order is None else p[self.order]
+            anyp = np.logical_or.reduceat(pp, self.starts, axis=0)
         if op == "sum":
             W = np.where(p, v, 0.0)
-            if self.singletons:
-                return W, anyp
-            out = W[self.starts]
-            for has, src in self.seq:
-                out[has] += W[src]
-            return out, anyp
+            if self.one_group and self.order is None:
+                return np.add.accumulate(W, axis=0)[-1:], anyp
+            Wx = np.concatenate([W, _NEG_ZERO_ROW(E.T)])
+            return np.add.accumulate(Wx[self.idx], axis=1)[:, -1], anyp
         if op == "count":
-            return np.add.reduceat(p.astype(np.float64), self.starts, axis=0), anyp
+            if self.one_group:
+                return p.sum(axis=0, keepdims=True, dtype=np.float64), anyp
+            return np.add.reduceat(pp.astype(np.float64), self.starts, axis=0), anyp
         if op == "group":
             return np.ones((len(self.labels), E.T)), anyp
+        W = np.where(p, v, np.nan)
+        if self.order is not None:
+            W = W[self.order]
         if op == "max":
-            return np.fmax.reduceat(np.where(p, v, np.nan), self.starts, axis=0), anyp
-        return np.fmin.reduceat(np.where(p, v, np.nan), self.starts, axis=0), anyp
+            return np.fmax.reduceat(W, self.starts, axis=0), anyp
+        return np.fmin.reduceat(W, self.starts, axis=0), anyp
+
+
+def _NEG_ZERO_ROW(T: int) -> np.ndarray:
+    return np.full((1, T), -0.0)
 
 
 class _VecScalar(_Node):
@@ -390,6 +460,7 @@ class PackPlan:
         self._roots: list[_Node | None] = []
         self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
         self._lr_rows: dict[tuple, dict] = {}  # label_replace results per input label set
+        self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self.builds = 0
 
     # ------------------------------------------------------------------ signature and build
@@ -402,6 +473,7 @@ class PackPlan:
         self.builds += 1
         self._nodes: dict[str, _Node | None] = {}
         self._groups: dict[tuple, _RangeGroup] = {}
+        self._kernel = _KernelGroup(self)
         self._dummy = _Ctx(np.zeros(1, dtype=np.int64), self.promql.default_step_ms)
         self._old, self._cache = self._cache, {}
         roots: list[_Node | None] = []
@@ -448,11 +520,15 @@ class PackPlan:
             out_labels = labels if node.name == "last_over_time" else drop_names(labels)
             if _has_dup(out_labels):
                 return self._generic(node, [])
-            gk = (node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
-            grp = self._groups.get(gk)
-            if grp is None:
-                grp = self._groups[gk] = _RangeGroup(self, node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
-            start = grp.add(parts, len(labels))
+            if node.name in CODES and sel.at_ms is None and self.tape is not None:
+                grp = self._kernel
+                start = grp.add(parts, len(labels), node.name, ms.range_ms, sel.offset_ms)
+            else:
+                gk = (node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
+                grp = self._groups.get(gk)
+                if grp is None:
+                    grp = self._groups[gk] = _RangeGroup(self, node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
+                start = grp.add(parts, len(labels))
             rn = self._reuse((node.key, id(labels)), lambda: _Range(grp, start, len(labels), out_labels))
             rn.group, rn.a, rn.b = grp, start, start + len(labels)
             rn.sel_labels = labels  # keeps the identity in the cache key alive

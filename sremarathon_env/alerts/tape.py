@@ -1,0 +1,304 @@
+"""Per-series running summaries of the store's columns, extended incrementally, for range functions.
+
+The alert engine evaluates the rule pack a few ticks at a time over a store that only grows (rows
+are appended, columns are written once, in time order). Range functions over windows of minutes to
+a day would otherwise rescan every window on every call. A ``Tape`` keeps, for each series it was
+asked about ("slot"), arrays over all columns seen so far, each extended by the new columns only:
+
+* the values, the running count of present samples, the index of the last present sample at or
+  before each column, the column of the j-th present sample;
+* counter resets and value changes (running counts, the last reset's column, the previous present
+  value at each column).
+
+With them one window reduction is a handful of gathers per (series, time), whatever the window's
+length, and ``window_kernel`` evaluates rate / increase / delta / changes / resets /
+count_over_time / last_over_time / present_over_time for many series with a window (range, offset)
+per series in one pass, with exactly the arithmetic of ``rangefuncs`` (bit-identical results).
+
+Contract with the store (as with Prometheus's TSDB): samples at ticks below ``n_ticks`` are final
+once read. The tape re-reads the last column it has seen on every ``sync`` and starts again from
+scratch if that column changed (a cheap guard, not a proof).
+
+>>> import numpy as np
+>>> from sremarathon_env.telemetry.store import MetricStore
+>>> store = MetricStore(step_s=15.0)
+>>> fam = store.family("c_total", ("i",))
+>>> rows = fam.rows([("a",)])
+>>> for k in range(41):
+...     store.write(fam, rows, k, np.array([2.0 * k * 15]))
+>>> tape = Tape(store)
+>>> slots = tape.slots([(fam, 0)])
+>>> tape.sync()
+>>> spec = KernelSpec(slots, np.array([300_000]), np.array([0]), np.array([CODES["rate"]]))
+>>> v, p = window_kernel(tape, spec, np.array([600_000]))
+>>> float(v[0, 0]), bool(p[0, 0])
+(2.0, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: range functions the kernel evaluates, by code
+CODES = {"rate": 0, "increase": 1, "delta": 2, "changes": 3, "resets": 4, "count_over_time": 5,
+         "last_over_time": 6, "present_over_time": 7}
+_EXTRAPOLATED = (0, 1, 2)
+
+
+class Tape:
+    """Running per-series summaries over the columns of a ``MetricStore``."""
+
+    def __init__(self, store, capacity: int = 512):
+        self.store = store
+        self.N = 0  # columns processed
+        self._key: dict[tuple[int, int], int] = {}
+        self._fams: list = []  # families, by family slot
+        self._fam_of: list[int] = []  # per slot: family index
+        self._row_of: list[int] = []  # per slot: row in its family
+        self._groups: list[tuple[object, np.ndarray, np.ndarray]] | None = None
+        self._pending: list[int] = []  # slots added since the last sync
+        self.resets = 0
+        self._alloc(16, capacity)
+
+    # ---------------------------------------------------------------- slots
+    def slots(self, pairs) -> np.ndarray:
+        """Slot indices of ``(family, row)`` pairs (new ones are filled at the next ``sync``)."""
+        out = np.empty(len(pairs), dtype=np.intp)
+        for i, (fam, row) in enumerate(pairs):
+            k = (id(fam), int(row))
+            s = self._key.get(k)
+            if s is None:
+                s = self._key[k] = len(self._row_of)
+                try:
+                    fi = next(j for j, f in enumerate(self._fams) if f is fam)
+                except StopIteration:
+                    fi = len(self._fams)
+                    self._fams.append(fam)
+                self._fam_of.append(fi)
+                self._row_of.append(int(row))
+                self._pending.append(s)
+                self._groups = None
+            out[i] = s
+        return out
+
+    def _alloc(self, n_slots: int, cap: int) -> None:
+        self.cap_s, self.cap_t = n_slots, cap
+        self.V = np.full((n_slots, cap), np.nan)  # values
+        self.CS = np.zeros((n_slots, cap + 1), dtype=np.int64)  # present samples in columns [0, k)
+        self.PV = np.full((n_slots, cap), -1, dtype=np.int64)  # last present column <= k
+        self.POS = np.zeros((n_slots, cap), dtype=np.int64)  # column of the j-th present sample
+        self.PREV = np.zeros((n_slots, cap))  # value of the previous present sample (0 if none)
+        self.RC = np.zeros((n_slots, cap), dtype=np.int64)  # counter resets in columns [0, k]
+        self.CC = np.zeros((n_slots, cap), dtype=np.int64)  # value changes in columns [0, k]
+        self.LR = np.zeros((n_slots, cap), dtype=np.int64)  # last reset column <= k (0 if none)
+
+    def _grow(self, n_slots: int, cap: int) -> None:
+        old = (self.V, self.CS, self.PV, self.POS, self.PREV, self.RC, self.CC, self.LR)
+        s, t = self.cap_s, self.cap_t
+        self._alloc(max(n_slots, 2 * s if n_slots > s else s), max(cap, 2 * t if cap > t else t))
+        for new, o in zip((self.V, self.CS, self.PV, self.POS, self.PREV, self.RC, self.CC, self.LR), old):
+            new[: o.shape[0], : o.shape[1]] = o
+
+    def _fam_groups(self, slots: np.ndarray):
+        fam_of = np.asarray(self._fam_of, dtype=np.intp)[slots]
+        row_of = np.asarray(self._row_of, dtype=np.intp)[slots]
+        out = []
+        for fi in np.unique(fam_of).tolist():
+            m = np.flatnonzero(fam_of == fi)
+            out.append((self._fams[fi], m, row_of[m]))
+        return out
+
+    # ---------------------------------------------------------------- columns
+    def sync(self, upto: int | None = None) -> None:
+        """Extend every slot to ``upto`` columns (default and at most the store's ``n_ticks``; new slots
+        from column 0). Columns already processed stay (``upto`` below ``N`` changes nothing)."""
+        n = self.store.n_ticks if upto is None else max(min(int(upto), self.store.n_ticks), self.N)
+        S = len(self._row_of)
+        if S > self.cap_s or n > self.cap_t:
+            self._grow(S, n)
+        if self.N and self._groups is not None and self._changed_tail():
+            self.resets += 1
+            self.N = 0
+            self._pending = []
+        if self.N == 0:
+            self._pending = []
+            self._groups = self._fam_groups(np.arange(S, dtype=np.intp))
+            self._extend(np.arange(S, dtype=np.intp), self._groups, 0, n)
+            self.N = n
+            return
+        if self._pending:
+            sl = np.asarray(self._pending, dtype=np.intp)
+            self._extend(sl, self._fam_groups(sl), 0, self.N)
+            self._pending = []
+        if self._groups is None:
+            self._groups = self._fam_groups(np.arange(S, dtype=np.intp))
+        if n > self.N:
+            self._extend(np.arange(S, dtype=np.intp), self._groups, self.N, n)
+            self.N = n
+
+    def _changed_tail(self) -> bool:
+        c = self.N - 1
+        for fam, m, rows in self._groups:
+            now = fam._data[rows, c]
+            was = self.V[m, c]
+            if not np.array_equal(now, was, equal_nan=True):
+                return True
+        return False
+
+    def _extend(self, sl: np.ndarray, groups, c0: int, c1: int) -> None:
+        K = c1 - c0
+        if K <= 0 or not len(sl):
+            return
+        B = np.empty((len(sl), K))
+        for fam, m, rows in groups:
+            B[m] = fam._data[rows[:, None], np.arange(c0, c1)[None, :]]
+        p = ~np.isnan(B)
+        self.V[sl, c0:c1] = B
+        cs = np.cumsum(p, axis=1)
+        self.CS[sl, c0 + 1 : c1 + 1] = self.CS[sl, c0][:, None] + cs
+        kidx = np.arange(c0, c1, dtype=np.int64)
+        carry = self.PV[sl, c0 - 1] if c0 > 0 else np.full(len(sl), -1, dtype=np.int64)
+        pv = np.where(p, kidx[None, :], -1)
+        pv[:, 0] = np.maximum(pv[:, 0], carry)
+        np.maximum.accumulate(pv, axis=1, out=pv)
+        self.PV[sl, c0:c1] = pv
+        pp = np.empty_like(pv)
+        pp[:, 0] = carry
+        pp[:, 1:] = pv[:, :-1]
+        has_prev = pp >= 0
+        prev = self.V[sl[:, None], np.maximum(pp, 0)]
+        prev = np.where(has_prev, prev, 0.0)
+        self.PREV[sl, c0:c1] = prev
+        step = p & has_prev
+        reset = step & (B < prev)
+        change = step & (B != prev)
+        rc0 = self.RC[sl, c0 - 1] if c0 > 0 else np.zeros(len(sl), dtype=np.int64)
+        cc0 = self.CC[sl, c0 - 1] if c0 > 0 else np.zeros(len(sl), dtype=np.int64)
+        self.RC[sl, c0:c1] = rc0[:, None] + np.cumsum(reset, axis=1)
+        self.CC[sl, c0:c1] = cc0[:, None] + np.cumsum(change, axis=1)
+        lr0 = self.LR[sl, c0 - 1] if c0 > 0 else np.zeros(len(sl), dtype=np.int64)
+        lr = np.where(reset, kidx[None, :], 0)
+        lr[:, 0] = np.maximum(lr[:, 0], lr0)
+        np.maximum.accumulate(lr, axis=1, out=lr)
+        self.LR[sl, c0:c1] = lr
+        r, c = np.nonzero(p)
+        if len(r):
+            rank = self.CS[sl[r], c0 + c + 1] - 1
+            self.POS[sl[r], rank] = c0 + c
+
+
+class KernelSpec:
+    """Rows of one kernel call: a slot, a window (range, offset in ms) and a function code per row."""
+
+    def __init__(self, slots: np.ndarray, range_ms: np.ndarray, offset_ms: np.ndarray, codes: np.ndarray):
+        self.slots = np.asarray(slots, dtype=np.intp)
+        self.range_ms = np.asarray(range_ms, dtype=np.int64)
+        self.offset_ms = np.asarray(offset_ms, dtype=np.int64)
+        self.codes = np.asarray(codes, dtype=np.int8)
+        r = self.range_ms
+        # rangefuncs._range_seconds per row; 1.0 (an exact no-op divisor) where no rate is taken
+        rs = (r // 1000).astype(np.float64) + ((r % 1000) * 1_000_000).astype(np.float64) / 1e9
+        self.rs = np.where(self.codes == CODES["rate"], rs, 1.0)[:, None]
+        self.counter = np.isin(self.codes, (CODES["rate"], CODES["increase"]))[:, None]
+        self.present = sorted(set(self.codes.tolist()))
+        self.ext = any(c in _EXTRAPOLATED for c in self.present)
+        self.window_ms = (self.range_ms + self.offset_ms)[:, None]
+        self.has_counter = bool(self.counter.any())
+        self.has_rate = bool((self.codes == CODES["rate"]).any())
+        self.only_ext = all(c in _EXTRAPOLATED for c in self.present)
+        self.col = self.slots[:, None]
+
+
+def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None):
+    """(values, present), each (rows, times), for the spec's rows at evaluation times (ms)."""
+    st = step_ms if step_ms is not None else int(round(tape.store.step_s * 1000))
+    N = min(tape.N, tape.store.n_ticks)
+    R, T = len(spec.slots), len(times)
+    if N == 0 or R == 0:
+        return np.zeros((R, T)), np.zeros((R, T), bool)
+    cap = tape.cap_t
+    base = spec.col * cap  # flat offsets of the rows of the (slots, cap) arrays
+    base1 = spec.col * (cap + 1)
+    ref = times[None, :] - spec.offset_ms[:, None]
+    lo = np.maximum(-((spec.range_ms[:, None] + t0_ms - ref) // st), 0)
+    hi = np.minimum((ref - t0_ms) // st, N - 1)
+    nonempty = hi >= lo
+    hi_c = np.maximum(hi, 0)
+    CS = tape.CS.ravel()
+    before = CS.take(base1 + np.minimum(lo, N))
+    cnt = np.where(nonempty, CS.take(base1 + hi_c + 1) - before, 0)
+    has = cnt > 0
+    last = np.where(has, tape.PV.ravel().take(base + hi_c), 0)
+    first = np.where(has, tape.POS.ravel().take(base + np.minimum(before, cap - 1)), 0)
+    ilast = base + last
+    ifirst = base + first
+    codes = spec.present
+    V = tape.V.ravel()
+    out_v = out_p = None
+    if spec.ext:
+        ok = cnt >= 2
+        fv = V.take(ifirst)
+        lv = V.take(ilast)
+        result = lv - fv
+        if spec.has_counter:
+            RC = tape.RC.ravel()
+            nres = np.where(ok & spec.counter, RC.take(ilast) - RC.take(ifirst), 0)
+            if nres.any():
+                one = nres == 1
+                pos = tape.LR.ravel().take(ilast)
+                result = np.where(one, result + tape.PREV.ravel().take(base + pos), result)
+                for r, t in np.argwhere(nres >= 2):
+                    a, b = int(first[r, t]), int(last[r, t])
+                    row = tape.V[spec.slots[r]]
+                    rv = row[b] - row[a]
+                    prev = row[a]
+                    for j in range(a + 1, b + 1):
+                        x = row[j]
+                        if x != x:
+                            continue
+                        if x < prev:
+                            rv += prev
+                        prev = x
+                    result[r, t] = rv
+        ft = t0_ms + first * st
+        lt = t0_ms + last * st
+        with np.errstate(all="ignore"):
+            d_start = (ft - (times[None, :] - spec.window_ms)).astype(np.float64) / 1000
+            d_end = (ref - lt).astype(np.float64) / 1000
+            sampled = (lt - ft).astype(np.float64) / 1000
+            avg = sampled / (cnt - 1).astype(np.float64)
+            if spec.has_counter:
+                cond = (result > 0) & (fv >= 0) & spec.counter
+                d_zero = sampled * (fv / result)
+                d_start = np.where(cond & (d_zero < d_start), d_zero, d_start)
+            thr = avg * 1.1
+            half = avg / 2
+            ext = sampled + np.where(d_start < thr, d_start, half)
+            ext = ext + np.where(d_end < thr, d_end, half)
+            factor = ext / sampled
+            if spec.has_rate:
+                factor = factor / spec.rs
+            out_v = result * factor
+        out_p = ok
+        if spec.only_ext:
+            return out_v, out_p
+    if out_v is None:
+        out_v = np.zeros((R, T))
+        out_p = np.zeros((R, T), bool)
+    code = spec.codes[:, None]
+    for c in codes:
+        if c in _EXTRAPOLATED:
+            continue
+        m = code == c
+        if c in (3, 4):
+            A = (tape.CC if c == 3 else tape.RC).ravel()
+            val = (A.take(ilast) - A.take(ifirst)).astype(np.float64)
+            out_v = np.where(m, val, out_v)
+        elif c == 5:
+            out_v = np.where(m, cnt.astype(np.float64), out_v)
+        elif c == 6:
+            out_v = np.where(m, V.take(ilast), out_v)
+        else:
+            out_v = np.where(m, 1.0, out_v)
+        out_p = np.where(m, has, out_p)
+    return out_v, out_p
