@@ -1,0 +1,132 @@
+"""The run loop without Gymnasium: record order, determinism, the oracle door, crash safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scoring import score, score_bundle
+from sremarathon_env.bundle import read_bundle, verify_bundle
+from sremarathon_env.marathon import Marathon, MarathonConfig
+
+SHORT = dict(app="online-boutique", injection_s=600, observation_s=240)
+
+
+def _run(calls_at: dict[int, list] | None = None, **kw) -> Marathon:
+    m = Marathon(MarathonConfig(**{**SHORT, **kw}))
+    m.start()
+    while True:
+        m.invoke((calls_at or {}).get(m.invocation_index, []))
+        if not m.advance_to_next_invocation():
+            break
+    return m
+
+
+def test_record_order_and_clock():
+    m = _run(seed=1)
+    report = m.finish()
+    recs = m.recorder.records
+    assert [r.kind for r in recs[:3]] == ["run", "schedule", "reference"]
+    assert recs[-1].kind == "end"
+    ts = [r.t for r in recs]
+    assert ts == sorted(ts)
+    ticks = [r for r in recs if r.kind == "tick"]
+    assert len(ticks) == (600 + 240) // 15
+    assert [r.t for r in ticks] == [15.0 * k for k in range(1, len(ticks) + 1)]
+    invs = [r for r in recs if r.kind == "invocation"]
+    assert [r.t for r in invs] == [120.0 * k for k in range(1, 8)]
+    # at equal t: the tick comes before the alerts and the invocation
+    for i, r in enumerate(recs):
+        if r.kind == "alert":
+            prev_tick = max(j for j in range(i) if recs[j].kind == "tick")
+            assert recs[prev_tick].t == r.t
+    assert report.marathon_score == score(recs).marathon_score == m.score
+
+
+def test_same_config_same_calls_same_digest_and_seeds_differ():
+    calls = {1: [{"tool": "get_alerts", "args": {}}, {"tool": "kubectl_get", "args": {"kind": "pods"}}],
+             3: [{"tool": "query_metrics", "args": {"query": "sum(rate(istio_requests_total[5m]))"}}]}
+    a, b = _run(calls, seed=2), _run(calls, seed=2)
+    assert a.finish().digest == b.finish().digest
+    c = _run(calls, seed=3)
+    assert c.finish().digest != a.recorder.digest
+
+
+def test_observation_never_shows_the_schedule():
+    m = Marathon(MarathonConfig(**SHORT, seed=0))
+    obs = m.start()
+    assert set(obs) == {"t", "invocation", "budget_s", "alerts", "incidents", "workspace", "last_results"}
+    text = repr(obs)
+    for lf in m.driver.live:
+        assert lf.fault.id not in text
+
+
+def test_oracle_door_reports_injected_faults_only():
+    m = Marathon(MarathonConfig(**SHORT, seed=0))
+    m.start()
+    truth = m.oracle_ground_truth_TEST_ONLY()
+    assert truth and all(t["start_s"] <= m.now for t in truth)
+    assert all(t["fault"].culprits for t in truth)
+
+
+def test_localising_and_repairing_through_the_tools_earns_credit():
+    """Report the injected fault with its exact culprits and artifact, apply its first repair: the scorer
+    must credit at least correlation and localisation for it."""
+    m = Marathon(MarathonConfig(**SHORT, seed=0, noise=False))
+    m.start()
+    credited = set()
+    for _ in range(m.n_invocations):
+        alerts = [a for a in m.observation()["alerts"] if a["state"] == "firing"]
+        for gt in m.oracle_ground_truth_TEST_ONLY():
+            f = gt["fault"]
+            if gt["ended"] or gt["instance_id"] in credited:
+                continue
+            fps = [a["fingerprint"] for a in alerts
+                   if set(f.scope) & {a["labels"].get("service"), a["labels"].get("node")}]
+            if not fps:
+                continue
+            r = m.call("report_incident", {"title": f.id, "alert_fingerprints": fps,
+                                           "culprit_services": list(f.culprits), "artifact": f.artifact.canonical,
+                                           "summary": "found"})
+            assert r.ok, r.error
+            credited.add(gt["instance_id"])
+        if not m.advance_to_next_invocation():
+            break
+    report = m.finish()
+    assert credited
+    localised = [fs for fs in report.faults if fs.localised_t is not None]
+    assert localised, "an exact report must localise"
+
+
+@pytest.mark.slow
+def test_sigkill_mid_marathon_leaves_a_verifiable_incomplete_prefix(tmp_path: Path):
+    out = tmp_path / "bundle"
+    code = (
+        "from sremarathon_env.marathon import Marathon, MarathonConfig\n"
+        f"m = Marathon(MarathonConfig(app='online-boutique', seed=4, bundle_dir={str(out)!r}))\n"
+        "m.start()\n"
+        "print('started', flush=True)\n"
+        "while m.advance_to_next_invocation():\n"
+        "    m.invoke([{'tool': 'get_alerts', 'args': {}}])\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert proc.stdout.readline().strip() == "started"
+    records = out / "records.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not records.exists() or records.stat().st_size < 20_000):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    report = verify_bundle(out)
+    assert report.ok, report
+    b = read_bundle(out)
+    assert b.complete is False and len(b.records) > 3
+    partial = score_bundle(out)
+    assert partial.complete is False
