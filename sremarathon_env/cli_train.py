@@ -121,13 +121,18 @@ def _train(args) -> int:
     print(f"play it: sremarathon run --app {args.app} --policy ppo:{res['checkpoint']}")
     seeds = parse_seeds(args.eval_seeds)
     if seeds and res["checkpoint"]:
+        from baselines.ppo import PPOPolicy
+
         ppo = evaluate(f"ppo:{res['checkpoint']}", args.app, seeds, res["env_config"])
+        sampled = evaluate(PPOPolicy(res["checkpoint"], explore=True), args.app, seeds, res["env_config"])
         rnd = evaluate("random", args.app, seeds, res["env_config"])
         cmd = _command(args, ["app", "iterations", "env_runners", "envs_per_runner", "seed", "out",
                               "injection_s", "observation_s", "no_noise", "train_batch", "lr", "epochs", "eval_seeds"])
         mp, mr = sum(ppo) / len(ppo), sum(rnd) / len(rnd)
         print(f"evaluation on scenarios {args.eval_seeds} ({len(seeds)} marathons each):")
         print(f"  ppo (greedy, {res['checkpoint']}): mean {mp:.2f}  {[round(x, 1) for x in ppo]}")
+        print(f"  ppo (sampled, seeded per run):   mean {sum(sampled) / len(sampled):.2f}  "
+              f"{[round(x, 1) for x in sampled]}")
         print(f"  random:                          mean {mr:.2f}  {[round(x, 1) for x in rnd]}")
         print(f"  ppo - random = {mp - mr:+.2f}   command: {cmd}")
     last = res["rows"][-1]["mean_return"] if res["rows"] else math.nan

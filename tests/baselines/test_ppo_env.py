@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -169,3 +171,55 @@ def test_stream_callback_places_vector_sub_envs():
     cb.on_environment_created(env_runner=runner, env=vec, env_context=_Ctx(SHORT, 3))
     assert [e.stream for e in vec.envs] == [(3, 0, 1), (3, 1, 1)]
     vec.close()
+
+
+class _LosesClusterOnce(gym.Env):
+    """RL-view spaces; the first episode ever (marker file absent) loses its cluster at step 3."""
+
+    def __init__(self, marker: str):
+        from wrappers.rl import MAX_ACTIONS, OBS_DIM
+
+        self.marker = marker
+        self.observation_space = gym.spaces.Dict({
+            "observations": gym.spaces.Box(-1.0, 1.0, (OBS_DIM,), np.float32),
+            "action_mask": gym.spaces.Box(0.0, 1.0, (MAX_ACTIONS,), np.float32)})
+        self.action_space = gym.spaces.Discrete(MAX_ACTIONS)
+        mask = np.zeros(MAX_ACTIONS, np.float32)
+        mask[0] = 1.0
+        self.obs = {"observations": np.zeros(OBS_DIM, np.float32), "action_mask": mask}
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.obs, {}
+
+    def step(self, action):
+        self.t += 1
+        if self.t == 3 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            raise ConnectionError("lost the cluster")
+        return self.obs, 1.0, False, self.t >= 5, {}
+
+
+def test_rllib_drops_the_infra_failed_episode_and_recreates_the_env(tmp_path):
+    pytest.importorskip("ray.rllib")
+    pytest.importorskip("torch")
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.tune.registry import register_env
+
+    from baselines.ppo import ppo_config
+
+    marker = str(tmp_path / "failed")
+    register_env("sremarathon-test-flaky", lambda c: RLlibEnv(_LosesClusterOnce(marker), on_infra_failure="recreate"))
+    cfg = ppo_config(SHORT, env_runners=0, env="sremarathon-test-flaky")
+    runner = SingleAgentEnvRunner(config=cfg)
+    try:
+        episodes = runner.sample(num_episodes=3)
+        metrics = runner.get_metrics()
+    finally:
+        runner.stop()
+    assert os.path.exists(marker)
+    # the broken episode (2 steps) is not among the results; every returned episode is whole
+    assert [(len(e), float(e.get_return()), bool(e.is_done)) for e in episodes] == [(5, 5.0, True)] * 3
+    assert float(metrics["num_env_step_failures"].peek()) == 1.0
