@@ -177,42 +177,27 @@ class _RangeGroup:
 
 
 class _KernelGroup:
-    """All kernel-evaluated range calls of one build (one window per row), over the plan's ``Tape``."""
+    """All kernel-evaluated range calls of the plan (one window per row), over the plan's ``Tape``."""
 
-    def __init__(self, plan: "PackPlan"):
+    def __init__(self, plan: "PackPlan", nodes: list):
         self.plan = plan
-        self.slots: list[np.ndarray] = []
-        self.rng: list[int] = []
-        self.off: list[int] = []
-        self.codes: list[int] = []
-        self.sizes: list[int] = []
         self.n = 0
-        self.spec: KernelSpec | None = None
+        for rn in nodes:
+            rn.group, rn.a = self, self.n
+            self.n += len(rn.slots)
+            rn.b = self.n
+        if nodes:
+            sizes = np.asarray([len(rn.slots) for rn in nodes], dtype=np.intp)
+            self.spec = KernelSpec(np.concatenate([rn.slots for rn in nodes]),
+                                   np.repeat(np.asarray([rn.window[0] for rn in nodes], dtype=np.int64), sizes),
+                                   np.repeat(np.asarray([rn.window[1] for rn in nodes], dtype=np.int64), sizes),
+                                   np.repeat(np.asarray([rn.window[2] for rn in nodes], dtype=np.int8), sizes))
         self._stamp = None
         self._out = None
-
-    def add(self, parts, n: int, name: str, range_ms: int, offset_ms: int) -> int:
-        flat, perm = _flatten(parts)
-        pairs = [(fam, r) for fam, rows in flat for r in rows.tolist()]
-        slots = self.plan.tape.slots(pairs)
-        self.slots.append(slots if perm is None else slots[perm])
-        self.rng.append(range_ms)
-        self.off.append(offset_ms)
-        self.codes.append(CODES[name])
-        self.sizes.append(n)
-        start = self.n
-        self.n += n
-        self.spec = None
-        return start
 
     def value(self, E: _Env):
         if self._stamp is E:
             return self._out
-        if self.spec is None:
-            sizes = np.asarray(self.sizes, dtype=np.intp)
-            self.spec = KernelSpec(np.concatenate(self.slots), np.repeat(np.asarray(self.rng, dtype=np.int64), sizes),
-                                   np.repeat(np.asarray(self.off, dtype=np.int64), sizes),
-                                   np.repeat(np.asarray(self.codes, dtype=np.int8), sizes))
         tape = self.plan.tape
         # columns after the last evaluation time are never read: the tape stops there
         tape.sync(int((int(E.times.max()) - self.plan.t0_ms) // self.plan.step_ms) + 1)
@@ -222,7 +207,9 @@ class _KernelGroup:
 
 
 class _Range(_Node):
-    def __init__(self, group: _RangeGroup, start: int, n: int, labels):
+    kernel = False
+
+    def __init__(self, group, start: int, n: int, labels):
         super().__init__()
         self.group, self.a, self.b = group, start, start + n
         self.labels = labels
@@ -461,7 +448,12 @@ class PackPlan:
         self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
         self._lr_rows: dict[tuple, dict] = {}  # label_replace results per input label set
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
+        self._rule_names = [frozenset(s.name for s in _selectors(r.node)) for r in self.rules]
+        self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
+        self._name_sig: dict[str, tuple] = {}
+        self._visits: list = []
         self.builds = 0
+        self.kept = 0  # rules whose nodes a rebuild kept
 
     # ------------------------------------------------------------------ signature and build
     def signature(self) -> tuple:
@@ -469,23 +461,58 @@ class PackPlan:
         names = store.names() if self._all_families else self._names
         return tuple((id(f), len(f)) for n in names for f in store.families(n))
 
+    def _name_sigs(self) -> dict[str, tuple]:
+        store = self.store
+        names = store.names() if self._all_families else self._names
+        return {n: tuple((id(f), len(f)) for f in store.families(n)) for n in names}
+
     def _build(self) -> None:
+        """Rebuild the rules that read a family whose series set changed; keep the others' nodes.
+
+        A kept rule's nodes are registered again (for sharing with rebuilt rules), and the window
+        kernel is reassembled from the kernel range nodes of all rules.
+        """
         self.builds += 1
+        sigs = self._name_sigs()
+        changed = {n for n, sg in sigs.items() if self._name_sig.get(n) != sg}
+        if self._all_families:
+            changed = set(sigs) | set(self._name_sig)
+        self._name_sig = sigs
         self._nodes: dict[str, _Node | None] = {}
         self._groups: dict[tuple, _RangeGroup] = {}
-        self._kernel = _KernelGroup(self)
+        self._kernel_nodes: dict[int, _Range] = {}
         self._dummy = _Ctx(np.zeros(1, dtype=np.int64), self.promql.default_step_ms)
         self._old, self._cache = self._cache, {}
         roots: list[_Node | None] = []
-        for r in self.rules:
+        for i, r in enumerate(self.rules):
+            rec = self._records[i]
+            if rec is not None and None not in self._rule_names[i] and not (self._rule_names[i] & changed):
+                root, visits, kernel_nodes = rec
+                for k, n in visits:
+                    self._nodes.setdefault(k, n)
+                self._kernel_nodes.update(kernel_nodes)
+                self.kept += 1
+                roots.append(root)
+                continue
+            self._visits: list = []
+            outer_kernel, self._kernel_nodes = self._kernel_nodes, {}
+            self._reusable = True
             try:
                 with np.errstate(all="ignore"):
                     root = self._node(r.node)
             except (QueryError, _Mismatch):
                 root = None
-            roots.append(root if root is None or root.kind == "v" else None)
+                self._reusable = False
+            root = root if root is None or root.kind == "v" else None
+            mine = self._kernel_nodes
+            self._kernel_nodes = outer_kernel
+            self._kernel_nodes.update(mine)
+            self._records[i] = (root, self._visits, mine) if self._reusable else None
+            roots.append(root)
         self._roots = roots
         self._old = {}
+        self._visits = []
+        self._kernel = _KernelGroup(self, list(self._kernel_nodes.values()))
 
     def _reuse(self, ck: tuple, factory) -> _Node:
         """The previous build's node for the same inputs (children are the same objects), else a new one."""
@@ -497,11 +524,16 @@ class PackPlan:
 
     def _node(self, node: S.Node) -> _Node:
         hit = self._nodes.get(node.key)
-        if hit is not None:
-            return hit
-        out = self._make(node)
-        self._nodes[node.key] = out
-        return out
+        if hit is None:
+            hit = self._make(node)
+            self._nodes[node.key] = hit
+        self._visits.append((node.key, hit))
+        if isinstance(hit, _Range):
+            if hit.kernel:
+                self._kernel_nodes[id(hit)] = hit
+            else:
+                self._reusable = False
+        return hit
 
     def _make(self, node: S.Node) -> _Node:  # noqa: C901 - one branch per fast path
         if isinstance(node, S.Num):
@@ -520,17 +552,26 @@ class PackPlan:
             out_labels = labels if node.name == "last_over_time" else drop_names(labels)
             if _has_dup(out_labels):
                 return self._generic(node, [])
-            if node.name in CODES and sel.at_ms is None and self.tape is not None:
-                grp = self._kernel
-                start = grp.add(parts, len(labels), node.name, ms.range_ms, sel.offset_ms)
+            if node.name in CODES and sel.at_ms is None:
+                def kernel_range():
+                    rn = _Range(None, 0, len(labels), out_labels)
+                    flat, perm = _flatten(parts)
+                    slots = self.tape.slots([(fam, r) for fam, rows in flat for r in rows.tolist()])
+                    rn.slots = slots if perm is None else slots[perm]
+                    rn.window = (ms.range_ms, sel.offset_ms, CODES[node.name])
+                    rn.kernel = True
+                    return rn
+                rn = self._reuse((node.key, id(labels)), kernel_range)
+                self._kernel_nodes[id(rn)] = rn
             else:
                 gk = (node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
                 grp = self._groups.get(gk)
                 if grp is None:
                     grp = self._groups[gk] = _RangeGroup(self, node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
                 start = grp.add(parts, len(labels))
-            rn = self._reuse((node.key, id(labels)), lambda: _Range(grp, start, len(labels), out_labels))
-            rn.group, rn.a, rn.b = grp, start, start + len(labels)
+                rn = self._reuse((node.key, id(labels)), lambda: _Range(grp, start, len(labels), out_labels))
+                rn.group, rn.a, rn.b = grp, start, start + len(labels)
+                self._reusable = False
             rn.sel_labels = labels  # keeps the identity in the cache key alive
             return rn
         if isinstance(node, S.Call) and node.name == "label_replace":

@@ -1,0 +1,74 @@
+"""The tape's window kernel equals ``rangefuncs`` bit for bit, also when columns arrive a few at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sremarathon_env.alerts.rangefuncs import RANGE_FUNCS
+from sremarathon_env.alerts.tape import CODES, KernelSpec, Tape, window_kernel
+from sremarathon_env.alerts.values import Win
+from sremarathon_env.telemetry.store import MetricStore
+
+ST = 15000
+
+
+def _store(seed: int, n_rows: int, n_ticks: int) -> MetricStore:
+    rng = np.random.default_rng(seed)
+    store = MetricStore(step_s=15.0, capacity=64)
+    fam = store.family("c_total", ("i",))
+    rows = fam.rows([(str(i),) for i in range(n_rows)])
+    acc = rng.integers(0, 50, size=n_rows).astype(float)
+    for k in range(n_ticks):
+        acc += rng.integers(0, 30, size=n_rows)
+        reset = rng.random(n_rows) < 0.05
+        acc[reset] = rng.integers(0, 5, size=int(reset.sum()))
+        vals = acc.copy()
+        vals[rng.random(n_rows) < 0.1] = np.nan  # gaps
+        store.write(fam, rows, k, vals)
+    return store
+
+
+def _reference(store, fam, rows, name, range_ms, offset_ms, times):
+    n = store.n_ticks
+    ref = times - offset_ms
+    lo = np.maximum(-((-(ref - range_ms)) // ST), 0)
+    hi = np.minimum(ref // ST, n - 1)
+    c0, c1 = int(lo.min()), int(hi.max())
+    cols = np.arange(c0, c1 + 1)
+    v = fam.values(n)[rows[:, None], cols[None, :]]
+    w = Win([], v, ~np.isnan(v), cols.astype(np.int64) * ST, lo - c0, hi - c0, range_ms, offset_ms)
+    return RANGE_FUNCS[name](w, times, None)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kernel_matches_rangefuncs_incrementally(seed):
+    store = _store(seed, 12, 200)
+    fam = store.families("c_total")[0]
+    rows = np.arange(12)
+    windows = [(name, r, o) for name in CODES for r, o in ((300_000, 0), (120_000, 60_000), (3_600_000, 0))]
+    tape = Tape(store, capacity=16)
+    slots = tape.slots([(fam, int(r)) for r in rows])
+    spec = KernelSpec(np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], 12),
+                      np.repeat([w[2] for w in windows], 12), np.repeat([CODES[w[0]] for w in windows], 12))
+    for a in range(0, 200, 8):  # 8 evaluation ticks per call, as the alert engine
+        times = np.arange(a, a + 8, dtype=np.int64) * ST
+        tape.sync(a + 8)
+        v, p = window_kernel(tape, spec, times, 0, ST)
+        for k, (name, r, o) in enumerate(windows):
+            rv, rp = _reference(store, fam, rows, name, r, o, times)
+            sl = slice(12 * k, 12 * (k + 1))
+            assert np.array_equal(p[sl], rp), (name, r, o, a)
+            assert np.where(rp, rv, 0.0).tobytes() == np.where(rp, v[sl], 0.0).tobytes(), (name, r, o, a)
+    assert tape.resets == 0
+
+
+def test_tape_restarts_when_a_read_column_is_rewritten():
+    store = _store(3, 4, 40)
+    fam = store.families("c_total")[0]
+    tape = Tape(store)
+    tape.slots([(fam, 0), (fam, 1)])
+    tape.sync()
+    store.write(fam, np.array([0]), 39, np.array([1e9]))
+    tape.sync()
+    assert tape.resets == 1 and tape.V[0, 39] == 1e9
