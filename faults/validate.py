@@ -50,7 +50,7 @@ def twin_factory(app: str, seed: int = 0) -> Callable[[], Any]:
     """A callable returning fresh, settled twins of ``app`` (clones of one warm twin when possible)."""
     from sremarathon_env.backends.sim import SimBackend
 
-    base = SimBackend(app, seed)
+    base = SimBackend(app, seed, metrics=False)   # probes and artifacts read health and specs, never series
     base.advance_to(base.now + WARMUP_TICKS * base.tick_s)
     if hasattr(base, "clone"):
         return base.clone

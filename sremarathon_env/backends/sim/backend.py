@@ -44,6 +44,23 @@ _VERSION_TAG = re.compile(r"^v?\d+(\.\d+){1,2}([-+][0-9A-Za-z.]+)?$")
 _COMPILED: dict[int, tuple[AppSpec, CompiledApp]] = {}
 
 
+#: id(app) -> (app, {(what, service): initial source tree / commit history}), shared read-only by all twins
+_SOURCES: dict[int, tuple[AppSpec, dict[tuple[str, str], Any]]] = {}
+
+
+def _initial_sources(app: AppSpec, service: str, what: str) -> Any:
+    """``what="tree"``: the service's initial source tree; ``"history"``: its commits before t=0."""
+    hit = _SOURCES.get(id(app))
+    if hit is None or hit[0] is not app:
+        hit = (app, {})
+        _SOURCES[id(app)] = hit
+    got = hit[1].get((what, service))
+    if got is None:
+        from apps.sources import initial_history, initial_tree
+        got = hit[1][(what, service)] = (initial_tree if what == "tree" else initial_history)(app, service)
+    return got
+
+
 def compiled(app: AppSpec) -> CompiledApp:
     hit = _COMPILED.get(id(app))
     if hit is None or hit[0] is not app:
@@ -76,7 +93,6 @@ class SimBackend:
                 if k.config_map:
                     self.config_maps.setdefault(k.config_map, {})[k.key] = k.default
         self._cfg_cache: dict[int, list] = {}
-        self._files_cache: dict[str, dict[str, str]] = {}
         self.cluster = Cluster(self.app, self.seed)
         self.cluster.image_ok = self._image_ok
         self.cluster.bootstrap(self._crash_plan, meta_of=self._initial_meta)
@@ -474,8 +490,16 @@ class SimBackend:
         return self._effect_on(handle, e) and handle not in self._oneshot
 
     def clone(self) -> "SimBackend":
-        """An independent copy of this twin (same state, same future), sharing the immutable app model."""
-        memo = {id(self.app): self.app, id(self.m): self.m, id(self.tm): self.tm}
+        """An independent copy of this twin (same state, same future). Shares what no twin mutates:
+        the app model and its compiled form, the service specs, the traffic model, the rendered
+        initial sources and history, and the current load-noise block."""
+        memo = {id(x): x for x in (self.app, self.m, self.tm, self._svc_in, self._base_task_rate, self._load_noise,
+                                   *self.app.services)}
+        for shared in _SOURCES.get(id(self.app), (None, {}))[1].values():
+            memo[id(shared)] = shared
+        for rs in self.cluster.rs_by_id:   # a revision's template, sources and metadata are never mutated
+            for shared in (rs.template, rs.files, rs.meta):
+                memo[id(shared)] = shared
         return copy.deepcopy(self, memo)
 
     def remove_effect(self, handle: str) -> None:
@@ -499,22 +523,17 @@ class SimBackend:
         return self.cluster.deployments.get(service)
 
     def files_of(self, rs: ReplicaSet) -> dict[str, str]:
+        """The source tree of a revision (read-only: the initial tree is shared between twins)."""
         if rs.files:
             return rs.files
-        hit = self._files_cache.get(rs.deployment)
-        if hit is None:
-            from apps.sources import initial_tree
-            hit = initial_tree(self.app, rs.deployment)
-            self._files_cache[rs.deployment] = hit
-        return hit
+        return _initial_sources(self.app, rs.deployment, "tree")
 
     def _initial_meta(self, service: str) -> dict[str, Any]:
         return {"lazy": True}
 
     def meta_of(self, rs: ReplicaSet) -> dict[str, Any]:
         if rs.meta.get("lazy"):
-            from apps.sources import initial_history
-            hist = initial_history(self.app, rs.deployment)
+            hist = _initial_sources(self.app, rs.deployment, "history")
             last = hist[-1] if hist else {"sha": "0" * 40, "author": "unknown", "message": "initial", "t": -3600.0, "files": []}
             rs.meta = {"sha": last["sha"], "author": last["author"], "message": last["message"], "t": float(last["t"]),
                        "diff": "", "noise": False, "commits": hist, "kind": "build"}
@@ -575,7 +594,6 @@ class SimBackend:
             tag = f"{dep.spec.tag.split('-')[0]}-{sha[:7]}"
             self.registry.add((cur.template["image"], tag))
         template = dict(cur.template, tag=tag, env=dict(sorted(new_env.items())))
-        diff = _unified(cur_files, new_files, cur.template, template)
         handles = self._carry(dep, new_files, new_env)
         new_handles = []
         for e in effects:
@@ -583,7 +601,9 @@ class SimBackend:
             h = self.book.add(e, self._now)
             handles.append(h)
             new_handles.append(h)
-        meta = {"sha": sha, "author": author, "message": message, "t": self._now, "diff": diff, "noise": bool(noise),
+        # the unified diff is rendered when the history is read (`_diff`), from the trees kept here
+        meta = {"sha": sha, "author": author, "message": message, "t": self._now, "diff": None,
+                "diff_of": (cur_files, new_files, cur.template, template), "noise": bool(noise),
                 "kind": "build" if files else ("image" if image_tag else "config")}
         rs, changed = self._new_revision(dep, template, new_files if new_files != cur_files else (cur.files or None),
                                          handles, meta)
@@ -645,6 +665,7 @@ class SimBackend:
         meta = dict(self.meta_of(cur), message=f"kubectl rollout restart deployment/{service}", author="kubectl",
                     t=self._now, diff="", kind="restart")
         meta.pop("commits", None)
+        meta.pop("diff_of", None)
         rs, _ = self._new_revision(dep, template, cur.files, list(cur.effects), meta)
         return OpResult(True, f"deployment.apps/{service} restarted", {"revision": rs.revision, "replicaset": rs.name})
 
@@ -707,6 +728,7 @@ class SimBackend:
                     + ",".join(f"{k}={v}" for k, v in sorted(changes.items())), author="kubectl", t=self._now,
                     diff="", kind="resources")
         meta.pop("commits", None)
+        meta.pop("diff_of", None)
         rs, _ = self._new_revision(dep, template, cur.files, self._carry(dep, self.files_of(cur), cur.template["env"]), meta)
         return OpResult(True, f"deployment.apps/{service} resource requirements updated", {"revision": rs.revision})
 
@@ -753,7 +775,7 @@ class SimBackend:
             out.append({"revision": rs.revision, "replicaset": rs.name, "image": f"{tpl['image']}:{tpl['tag']}",
                         "sha": meta.get("sha"), "author": meta.get("author"), "message": meta.get("message"),
                         "time": render.iso(meta.get("t", rs.created_t)), "t": meta.get("t", rs.created_t),
-                        "change": meta.get("kind", "build"), "diff": meta.get("diff", ""),
+                        "change": meta.get("kind", "build"), "diff": _diff(meta),
                         "current": rs is dep.current, "ready": sum(1 for p in rs.pods if self.pod_ready_eff[p.slot])})
         return out
 
@@ -957,6 +979,16 @@ class SimBackend:
                 "requests.memory": float(np.nansum(c.p_mem_req[slots])) * 2**20,
                 "limits.cpu": float(np.nansum(c.p_cpu_lim[slots])),
                 "limits.memory": float(np.nansum(c.p_mem_lim[slots])) * 2**20}
+
+
+def _diff(meta: dict[str, Any]) -> str:
+    """A revision's unified diff, rendered on first read (a pure function of the kept trees)."""
+    d = meta.get("diff")
+    if d is None:
+        src = meta.get("diff_of")
+        d = _unified(*src) if src is not None else ""
+        meta["diff"] = d
+    return d
 
 
 def _unified(old_files: dict[str, str], new_files: dict[str, str], old_tpl: dict, new_tpl: dict) -> str:

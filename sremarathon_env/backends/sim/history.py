@@ -65,6 +65,20 @@ class History:
         self.epoch_of = np.full(capacity, -1, dtype=np.int32)
         self.epochs: list[Epoch] = []
 
+    def __deepcopy__(self, memo: dict) -> "History":
+        """A copy of the recorded ticks only (capacity past them is zeros, as growth would add), sharing
+        the epochs (frozen; their serving cache is a pure function of their fields)."""
+        new = History.__new__(History)
+        memo[id(self)] = new
+        new.m, new.n = self.m, self.n
+        cap = min(self.cap, max(32, 2 * self.n))
+        new.cap = cap
+        for name in ("node", "edge", "path", "svc"):
+            setattr(new, name, getattr(self, name)[:, :cap].copy())
+        new.ready, new.reason, new.epoch_of = self.ready[:cap].copy(), self.reason[:cap].copy(), self.epoch_of[:cap].copy()
+        new.epochs = list(self.epochs)
+        return new
+
     def _grow(self, need: int) -> None:
         cap = max(need, self.cap * 2)
 

@@ -203,3 +203,33 @@ def test_flag_gated_load_path_follows_its_flag():
     assert sim.set_config(sim.app.flags_config_map, flag.name, on).ok
     sim.advance_to(120)
     assert sim.path_health("flood_home")["rate"] > sim.path_health("index")["rate"]
+
+
+def test_clone_shares_nothing_it_can_change(ob):
+    """A clone made after a source deploy (shared trees, templates, history arrays) diverges freely:
+    deploys, rollbacks and ticks in one never show in the other's sources, history or past reads."""
+    sim = SimBackend(ob, seed=4, metrics=False)
+    path = sim.source_files("cartservice")[0]
+    text = sim.read_source("cartservice", path)
+    sim.advance_to(120)
+    sim.deploy("cartservice", message="tweak", author="dev", files={path: text + "\n// a\n"})
+    sim.advance_to(240)
+    twin = sim.clone()
+    before = (sim.deploy_history("cartservice"), sim.service_health("cartservice", at=120.0))
+    twin.deploy("cartservice", message="tweak again", author="dev", files={path: text + "\n// b\n"})
+    twin.rollback("paymentservice", None)
+    twin.scale("frontend", 0)
+    twin.advance_to(900)
+    sim.advance_to(900)
+    assert sim.read_source("cartservice", path).endswith("// a\n")
+    assert twin.read_source("cartservice", path).endswith("// b\n")
+    assert sim.deploy_history("cartservice")[:2] == before[0][:2] and len(sim.deploy_history("cartservice")) == 2
+    assert len(twin.deploy_history("cartservice")) == 3 and "+// b" in twin.deploy_history("cartservice")[-1]["diff"]
+    assert sim.service_health("cartservice", at=120.0) == before[1]
+    assert sim.path_health(None, at=600.0)["error_ratio"] < 0.05 < twin.path_health(None, at=600.0)["error_ratio"]
+    again = SimBackend(ob, seed=4, metrics=False)
+    again.advance_to(120)
+    again.deploy("cartservice", message="tweak", author="dev", files={path: text + "\n// a\n"})
+    again.advance_to(900)
+    assert again.state_digest() == sim.state_digest()
+    assert again.deploy_history("cartservice") == sim.deploy_history("cartservice")
