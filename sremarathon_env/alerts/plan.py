@@ -308,10 +308,9 @@ class _VecScalar(_Node):
         s = self.const if self.const is not None else self.sc.value(E)[None, :]
         lv, rv = (s, v) if self.left else (v, s)
         op = self.op
-        with np.errstate(all="ignore"):
-            if op in ARITH_FUNCS:
-                return np.broadcast_to(ARITH_FUNCS[op](lv, rv), v.shape).astype(np.float64, copy=False), p
-            c = CMP_FUNCS[op](lv, rv)
+        if op in ARITH_FUNCS:  # floating-point warnings are off for the whole call (PackPlan.evaluate)
+            return np.broadcast_to(ARITH_FUNCS[op](lv, rv), v.shape).astype(np.float64, copy=False), p
+        c = CMP_FUNCS[op](lv, rv)
         if self.rb:
             return c.astype(np.float64), p
         return v, p & c
@@ -728,24 +727,27 @@ class PackPlan:
             self._sig = sig
         ctx = self.promql.new_context(times, self.promql.default_step_ms)
         E = _Env(times, self.store.n_ticks, ctx)
+        with np.errstate(all="ignore"):
+            return self._evaluate_roots(E, times)
+
+    def _evaluate_roots(self, E: _Env, times: np.ndarray) -> list:
         out: list = []
         empty = None
         for rule, root in zip(self.rules, self._roots):
             if root is not None and not root.labels:
                 if empty is None:
-                    empty = Vec.empty(T)
+                    empty = Vec.empty(E.T)
                 out.append(empty)
                 continue
             if root is not None:
                 try:
-                    with np.errstate(all="ignore"):
-                        v, p = root.value(E)
+                    v, p = root.value(E)
                     out.append(Vec(root.labels, v, p))
                     continue
                 except Exception:  # noqa: BLE001 - the generic evaluator gives the exact result or error
                     pass
             try:
-                out.append(self.promql.evaluate(rule.node, times, ctx=ctx))
+                out.append(self.promql.evaluate(rule.node, times, ctx=E.ctx))
             except QueryError as err:
                 out.append(err)
         return out

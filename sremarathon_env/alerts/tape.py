@@ -16,8 +16,8 @@ count_over_time / last_over_time / present_over_time for many series with a wind
 per series in one pass, with exactly the arithmetic of ``rangefuncs`` (bit-identical results).
 
 Contract with the store (as with Prometheus's TSDB): samples at ticks below ``n_ticks`` are final
-once read. The tape re-reads the last column it has seen on every ``sync`` and starts again from
-scratch if that column changed (a cheap guard, not a proof).
+once read. When the tape extends its slots, it reads the last column it has seen again and starts
+from scratch if that column changed (a cheap guard, not a proof).
 
 >>> import numpy as np
 >>> from sremarathon_env.telemetry.store import MetricStore
@@ -116,48 +116,50 @@ class Tape:
         S = len(self._row_of)
         if S > self.cap_s or n > self.cap_t:
             self._grow(S, n)
-        if self.N and self._groups is not None and self._changed_tail():
-            self.resets += 1
-            self.N = 0
-            self._pending = []
         if self.N == 0:
-            self._pending = []
-            self._groups = self._fam_groups(np.arange(S, dtype=np.intp))
-            self._extend(np.arange(S, dtype=np.intp), self._groups, 0, n)
-            self.N = n
+            self._start(S, n)
             return
         if self._pending:
             sl = np.asarray(self._pending, dtype=np.intp)
-            self._extend(sl, self._fam_groups(sl), 0, self.N)
+            self._extend(sl, sl, self._fam_groups(sl), 0, self.N)
             self._pending = []
         if self._groups is None:
             self._groups = self._fam_groups(np.arange(S, dtype=np.intp))
         if n > self.N:
-            self._extend(np.arange(S, dtype=np.intp), self._groups, self.N, n)
+            if not self._extend(slice(0, S), np.arange(S, dtype=np.intp), self._groups, self.N, n):
+                self.resets += 1  # a column already read was rewritten: start again
+                self._start(S, n)
+                return
             self.N = n
 
-    def _changed_tail(self) -> bool:
-        c = self.N - 1
-        for fam, m, rows in self._groups:
-            now = fam._data[rows, c]
-            was = self.V[m, c]
-            if not np.array_equal(now, was, equal_nan=True):
-                return True
-        return False
+    def _start(self, S: int, n: int) -> None:
+        self._pending = []
+        self._groups = self._fam_groups(np.arange(S, dtype=np.intp))
+        self._extend(slice(0, S), np.arange(S, dtype=np.intp), self._groups, 0, n)
+        self.N = n
 
-    def _extend(self, sl: np.ndarray, groups, c0: int, c1: int) -> None:
+    def _extend(self, sl, idx: np.ndarray, groups, c0: int, c1: int) -> bool:
+        """Process columns [c0, c1) of the slots ``sl`` (a slice or the index array ``idx``). When
+        c0 > 0 the column c0 - 1 is read again and compared with the tape (False: it changed)."""
         K = c1 - c0
-        if K <= 0 or not len(sl):
-            return
-        B = np.empty((len(sl), K))
+        if K <= 0 or not len(idx):
+            return True
+        g0 = c0 - 1 if c0 > 0 else c0
+        B = np.empty((len(idx), c1 - g0))
+        cols = np.arange(g0, c1)[None, :]
         for fam, m, rows in groups:
-            B[m] = fam._data[rows[:, None], np.arange(c0, c1)[None, :]]
+            B[m] = fam._data[rows[:, None], cols]
+        if g0 < c0:
+            if not np.array_equal(B[:, 0], self.V[sl, g0], equal_nan=True):
+                return False
+            B = B[:, 1:]
         p = ~np.isnan(B)
         self.V[sl, c0:c1] = B
         cs = np.cumsum(p, axis=1)
         self.CS[sl, c0 + 1 : c1 + 1] = self.CS[sl, c0][:, None] + cs
         kidx = np.arange(c0, c1, dtype=np.int64)
-        carry = self.PV[sl, c0 - 1] if c0 > 0 else np.full(len(sl), -1, dtype=np.int64)
+        n_sl = len(idx)
+        carry = self.PV[sl, c0 - 1] if c0 > 0 else np.full(n_sl, -1, dtype=np.int64)
         pv = np.where(p, kidx[None, :], -1)
         pv[:, 0] = np.maximum(pv[:, 0], carry)
         np.maximum.accumulate(pv, axis=1, out=pv)
@@ -166,25 +168,27 @@ class Tape:
         pp[:, 0] = carry
         pp[:, 1:] = pv[:, :-1]
         has_prev = pp >= 0
-        prev = self.V[sl[:, None], np.maximum(pp, 0)]
+        prev = self.V[idx[:, None], np.maximum(pp, 0)]
         prev = np.where(has_prev, prev, 0.0)
         self.PREV[sl, c0:c1] = prev
         step = p & has_prev
         reset = step & (B < prev)
         change = step & (B != prev)
-        rc0 = self.RC[sl, c0 - 1] if c0 > 0 else np.zeros(len(sl), dtype=np.int64)
-        cc0 = self.CC[sl, c0 - 1] if c0 > 0 else np.zeros(len(sl), dtype=np.int64)
+        rc0 = self.RC[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
+        cc0 = self.CC[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
         self.RC[sl, c0:c1] = rc0[:, None] + np.cumsum(reset, axis=1)
         self.CC[sl, c0:c1] = cc0[:, None] + np.cumsum(change, axis=1)
-        lr0 = self.LR[sl, c0 - 1] if c0 > 0 else np.zeros(len(sl), dtype=np.int64)
+        lr0 = self.LR[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
         lr = np.where(reset, kidx[None, :], 0)
         lr[:, 0] = np.maximum(lr[:, 0], lr0)
         np.maximum.accumulate(lr, axis=1, out=lr)
         self.LR[sl, c0:c1] = lr
         r, c = np.nonzero(p)
         if len(r):
-            rank = self.CS[sl[r], c0 + c + 1] - 1
-            self.POS[sl[r], rank] = c0 + c
+            r = idx[r]
+            rank = self.CS[r, c0 + c + 1] - 1
+            self.POS[r, rank] = c0 + c
+        return True
 
 
 class KernelSpec:

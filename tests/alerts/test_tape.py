@@ -69,6 +69,9 @@ def test_tape_restarts_when_a_read_column_is_rewritten():
     tape = Tape(store)
     tape.slots([(fam, 0), (fam, 1)])
     tape.sync()
-    store.write(fam, np.array([0]), 39, np.array([1e9]))
+    store.write(fam, np.array([0]), 39, np.array([1e9]))  # a column already read, rewritten
     tape.sync()
-    assert tape.resets == 1 and tape.V[0, 39] == 1e9
+    assert tape.resets == 0  # nothing new to read: not noticed yet
+    store.write(fam, np.array([0, 1]), 40, np.array([5.0, 6.0]))
+    tape.sync()
+    assert tape.resets == 1 and tape.N == 41 and tape.V[0, 39] == 1e9 and tape.V[1, 40] == 6.0
