@@ -49,7 +49,7 @@ def default_train_batch(env_runners: int, envs_per_runner: int, steps: int) -> i
 def ppo_config(env_config: dict[str, Any] | None = None, *, env_runners: int = 2, envs_per_runner: int = 1,
                seed: int = 0, train_batch: int | None = None, minibatch: int = 64, epochs: int = 6,
                lr: float = 3e-4, entropy_coeff: float = 0.01, hiddens: tuple[int, ...] = (128, 128),
-               vectorize: str = "sync", sample_timeout_s: float = 900.0, env: str = ENV_NAME):
+               vectorize: str = "sync", sample_timeout_s: float = 300.0, env: str = ENV_NAME):
     """A PPOConfig that learns on a laptop (small MLP, one episode per sub-env per iteration)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -89,10 +89,10 @@ def init_ray(address: str | None = None, env_runners: int = 2) -> None:
         return
     env_vars = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "RAY_DEDUP_LOGS": "1"}
     if address:
-        ray.init(address=address, runtime_env={"env_vars": env_vars}, log_to_driver=False)
+        ray.init(address=address, runtime_env={"env_vars": env_vars})
     else:
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-        ray.init(num_cpus=max(env_runners, 0) + 1, num_gpus=0, include_dashboard=False, log_to_driver=False,
+        ray.init(num_cpus=max(env_runners, 0) + 1, num_gpus=0, include_dashboard=False, log_to_driver=True,
                  runtime_env={"env_vars": env_vars}, configure_logging=True, logging_level="ERROR")
 
 
@@ -143,6 +143,9 @@ def train(app: str = "online-boutique", iterations: int = 5, env_runners: int = 
                 ckpt = save_checkpoint(algo, out / f"checkpoint-{i:04d}", cfg.env_config, row)
                 row["checkpoint"] = str(ckpt)
             rows.append(row)
+            if row["episodes"] == 0 and row["env_step_failures"] > 0:
+                raise RuntimeError(f"iteration {i}: no episode finished and {row['env_step_failures']} env steps "
+                                   "failed (see the EnvRunner errors above); the env is broken, not the cluster")
             if bar:
                 bar.update(row)
             if on_iteration:
