@@ -2,8 +2,9 @@
 
 Prints, per app: the median cost of advancing one 15 s tick (a single-tick ``advance_to``), of a full
 90-minute marathon of a healthy twin (360 ticks, advanced in 120 s invocation steps as the run loop
-does, and in one call), the twin's peak memory (tracemalloc), the ratio to each target, and the CPU time
-of the run loop's no-action reference run (scheduled faults and noise, per-tick probe/artifact checks). Sections
+does, and in one call), the twin's peak memory (tracemalloc), the ratio to each target, the CPU time
+of the run loop's no-action reference run (scheduled faults and noise, a twin without metrics) and of
+``clone()`` of a warm twin without metrics (what fault validation pays per fault). Sections
 are functions in `SECTIONS` so that other parts (alerts, the whole environment) can add theirs.
 
     $ sremarathon bench --apps online-boutique --repeat 3
@@ -77,6 +78,13 @@ def twin_section(apps: list[str], repeat: int = 3) -> list[dict]:
             reference_evidence(MarathonConfig(app=name, seed=r))
             faulted_ms.append((time.process_time() - t0) * 1e3)
         reference_evidence.cache_clear()
+        warm = SimBackend(app, seed=0, metrics=False)
+        warm.advance_to(120.0)
+        clone_ms = []
+        for _ in range(max(5, repeat)):
+            t0 = time.process_time()
+            warm.clone()
+            clone_ms.append((time.process_time() - t0) * 1e3)
         tracemalloc.start()
         sim = SimBackend(app, seed=0)
         for k in range(1, int(MARATHON_S / INVOCATION_S) + 1):
@@ -89,19 +97,21 @@ def twin_section(apps: list[str], repeat: int = 3) -> list[dict]:
                      "tick_ms": statistics.median(tick_ms), "marathon_ms": marathon,
                      "marathon_oneshot_ms": statistics.median(oneshot_ms), "peak_mb": peak / 2**20,
                      "target_ms": target, "ratio_time": marathon / target, "ratio_mem": peak / 2**20 / TARGET_MEMORY_MB,
-                     "series": sim.store.n_series(), "faulted_ms": statistics.median(faulted_ms)})
+                     "series": sim.store.n_series(), "faulted_ms": statistics.median(faulted_ms),
+                     "clone_ms": statistics.median(clone_ms)})
     return rows
 
 
 def _print_twin(rows: list[dict]) -> None:
     print("twin alone (healthy, one core):")
     print(f"  {'app':<18}{'build ms':>9}{'tick ms':>9}{'90 min ms':>11}{'(1 call)':>10}{'target':>8}{'ratio':>7}"
-          f"{'peak MB':>9}{'ratio':>7}{'series':>8}{'faulted ms':>11}")
+          f"{'peak MB':>9}{'ratio':>7}{'series':>8}{'faulted ms':>11}{'clone ms':>9}")
     for r in rows:
         print(f"  {r['app']:<18}{r['build_ms']:9.1f}{r['tick_ms']:9.3f}{r['marathon_ms']:11.1f}{r['marathon_oneshot_ms']:10.1f}"
               f"{r['target_ms']:8.0f}{r['ratio_time']:7.2f}{r['peak_mb']:9.1f}{r['ratio_mem']:7.2f}{r['series']:8d}"
-              f"{r['faulted_ms']:11.1f}")
-    print("  faulted ms: CPU time of a scheduled-fault run (twin + driver + per-tick probe/artifact checks, no alerts)")
+              f"{r['faulted_ms']:11.1f}{r['clone_ms']:9.2f}")
+    print("  faulted ms: CPU time of the run loop's no-action reference run (scheduled faults and noise, twin without")
+    print("  metrics, no alerts); clone ms: CPU time of clone() of a warm twin without metrics (validation, per fault)")
 
 
 #: (title, run(apps, repeat) -> rows, print(rows)); other parts append their own sections

@@ -1,6 +1,5 @@
 """Validation in the twin: every fault shows, reverts and is repairable; revert restores state exactly."""
 
-
 import pytest
 
 from faults.catalogue import load_catalogue
