@@ -555,7 +555,7 @@ class PackPlan:
                 def kernel_range():
                     rn = _Range(None, 0, len(labels), out_labels)
                     flat, perm = _flatten(parts)
-                    slots = self.tape.slots([(fam, r) for fam, rows in flat for r in rows.tolist()])
+                    slots = self.tape.slots_of(flat)
                     rn.slots = slots if perm is None else slots[perm]
                     rn.window = (ms.range_ms, sel.offset_ms, CODES[node.name])
                     rn.kernel = True

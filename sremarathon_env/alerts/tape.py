@@ -55,6 +55,7 @@ class Tape:
         self._fams: list = []  # families, by family slot
         self._fam_of: list[int] = []  # per slot: family index
         self._row_of: list[int] = []  # per slot: row in its family
+        self._row_slot: list[np.ndarray] = []  # per family: slot of each row (-1: none yet)
         self._groups: list[tuple[object, np.ndarray, np.ndarray]] | None = None
         self._pending: list[int] = []  # slots added since the last sync
         self.resets = 0
@@ -74,12 +75,53 @@ class Tape:
                 except StopIteration:
                     fi = len(self._fams)
                     self._fams.append(fam)
+                    self._row_slot.append(np.full(0, -1, dtype=np.intp))
+                m = self._row_slot[fi]
+                if int(row) >= len(m):
+                    m = self._row_slot[fi] = np.concatenate([m, np.full(max(int(row) + 1, 2 * len(m)) - len(m), -1, dtype=np.intp)])
+                m[int(row)] = s
                 self._fam_of.append(fi)
                 self._row_of.append(int(row))
                 self._pending.append(s)
                 self._groups = None
             out[i] = s
         return out
+
+    def slots_of(self, flat) -> np.ndarray:
+        """Slot indices of the rows of ``[(family, rows array)]``, in order (as ``slots`` on the pairs)."""
+        outs = []
+        for fam, rows in flat:
+            rows = np.asarray(rows, dtype=np.intp)
+            fi = next((j for j, f in enumerate(self._fams) if f is fam), None)
+            if fi is None:
+                fi = len(self._fams)
+                self._fams.append(fam)
+                self._row_slot.append(np.full(0, -1, dtype=np.intp))
+            m = self._row_slot[fi]
+            need = int(rows.max()) + 1 if len(rows) else 0
+            if need > len(m):
+                m = np.concatenate([m, np.full(max(need, 2 * len(m)) - len(m), -1, dtype=np.intp)])
+                self._row_slot[fi] = m
+            got = m[rows]
+            new = np.flatnonzero(got < 0)
+            if len(new):
+                fresh = rows[new]
+                # a selector lists each row once; keep the first occurrence anyway
+                fresh, first = np.unique(fresh, return_index=True)
+                fresh = fresh[np.argsort(first, kind="stable")]
+                base = len(self._row_of)
+                ids = np.arange(base, base + len(fresh), dtype=np.intp)
+                m[fresh] = ids
+                fl = fresh.tolist()
+                for r, sl in zip(fl, ids.tolist()):
+                    self._key[(id(fam), r)] = sl
+                self._fam_of.extend([fi] * len(fl))
+                self._row_of.extend(fl)
+                self._pending.extend(ids.tolist())
+                self._groups = None
+                got = m[rows]
+            outs.append(got)
+        return np.concatenate(outs) if outs else np.zeros(0, dtype=np.intp)
 
     def _alloc(self, n_slots: int, cap: int) -> None:
         self.cap_s, self.cap_t = n_slots, cap

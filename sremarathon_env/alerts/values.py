@@ -78,8 +78,30 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
     return out
 
 
+#: per-label-set results of pure label functions, by (function tag, label set); a label set recurs in
+#: every series list it belongs to, so a list that grew by a few series costs only its new ones
+_PER_LB: dict[tuple, dict] = {}
+
+
+def per_label_set(tag: tuple) -> dict:
+    """The cache of one pure function of a single label set (cleared when it grows very large)."""
+    d = _PER_LB.get(tag)
+    if d is None or len(d) > 200_000:
+        d = _PER_LB[tag] = {}
+    return d
+
+
 def drop_names(labels: list[Labels]) -> list[Labels]:
-    return memo(("drop",), (labels,), lambda: [drop_name(lb) for lb in labels])
+    def build():
+        cache = per_label_set(("drop",))
+        out = []
+        for lb in labels:
+            r = cache.get(lb)
+            if r is None:
+                r = cache[lb] = drop_name(lb)
+            out.append(r)
+        return out
+    return memo(("drop",), (labels,), build)
 
 
 def drop_name(lb: Labels) -> Labels:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .limits import QueryError
-from .values import Labels, Scal, Vec, dedupe, drop_names, get, memo
+from .values import Labels, Scal, Vec, dedupe, drop_names, get, memo, per_label_set
 
 ARITH_FUNCS = {
     "+": np.add,
@@ -78,7 +78,16 @@ def vector_scalar(op: str, vec: Vec, sc: Scal, scalar_left: bool, return_bool: b
 
 
 def _sigs(labels: list[Labels], on, names) -> list[tuple]:
-    return memo(("sigs", on, names), (labels,), lambda: [signature(lb, on, names) for lb in labels])
+    def build():
+        cache = per_label_set(("sig", on, names))
+        out = []
+        for lb in labels:
+            s = cache.get(lb)
+            if s is None:
+                s = cache[lb] = signature(lb, on, names)
+            out.append(s)
+        return out
+    return memo(("sigs", on, names), (labels,), build)
 
 
 def _sig_index(vec: Vec, on, names) -> dict[tuple, list[int]]:
@@ -117,12 +126,18 @@ def _pairs(many_labels, one_labels, one_idx, drop, card, on, names, include):
     group_of = {sig: k for k, sig in enumerate(one_idx)}
     first_row = [rows[0] for rows in one_idx.values()]
     pairs_m, pairs_o, labels = [], [], []
+    cache = per_label_set(("pair", drop, card, on, names, include))
     for i, sig in enumerate(_sigs(many_labels, on, names)):
         j = group_of.get(sig)
         if j is None:
             continue
         pairs_m.append(i)
         pairs_o.append(j)
+        ck = (many_labels[i], one_labels[first_row[j]]) if include else many_labels[i]
+        out = cache.get(ck)
+        if out is not None:
+            labels.append(out)
+            continue
         d = dict(many_labels[i])
         if drop:
             d.pop("__name__", None)
@@ -140,7 +155,8 @@ def _pairs(many_labels, one_labels, one_idx, drop, card, on, names, include):
                     d[k] = v
                 else:
                     d.pop(k, None)
-        labels.append(tuple(sorted(d.items())))
+        out = cache[ck] = tuple(sorted(d.items()))
+        labels.append(out)
     return pairs_m, pairs_o, labels
 
 
@@ -210,11 +226,15 @@ def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
     keys: dict[Labels, int] = {}
     gid = np.empty(len(vec.labels), dtype=np.intp)
     gset = set(grouping)
+    cache = per_label_set(("group", without, grouping))
     for i, lb in enumerate(vec.labels):
-        if without:
-            k = tuple(x for x in lb if x[0] != "__name__" and x[0] not in gset)
-        else:
-            k = tuple(x for x in lb if x[0] in gset)
+        k = cache.get(lb)
+        if k is None:
+            if without:
+                k = tuple(x for x in lb if x[0] != "__name__" and x[0] not in gset)
+            else:
+                k = tuple(x for x in lb if x[0] in gset)
+            cache[lb] = k
         g = keys.get(k)
         if g is None:
             g = keys[k] = len(keys)

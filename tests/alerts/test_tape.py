@@ -75,3 +75,23 @@ def test_tape_restarts_when_a_read_column_is_rewritten():
     store.write(fam, np.array([0, 1]), 40, np.array([5.0, 6.0]))
     tape.sync()
     assert tape.resets == 1 and tape.N == 41 and tape.V[0, 39] == 1e9 and tape.V[1, 40] == 6.0
+
+
+def test_slots_of_agrees_with_slots_and_shares_slots():
+    from sremarathon_env.alerts.tape import Tape
+    from sremarathon_env.telemetry.store import MetricStore
+
+    store = MetricStore(step_s=15.0)
+    a = store.family("a_total", ("i",))
+    b = store.family("b_total", ("i",))
+    a.rows([(str(i),) for i in range(6)])
+    b.rows([(str(i),) for i in range(4)])
+    t1, t2 = Tape(store), Tape(store)
+    flat = [(a, np.array([4, 1, 3])), (b, np.array([2])), (a, np.array([1, 5]))]
+    want = t1.slots([(fam, r) for fam, rows in flat for r in rows.tolist()])
+    got = t2.slots_of(flat)
+    assert got.tolist() == want.tolist() == [0, 1, 2, 3, 1, 4]
+    # the two entry points share slots in either order
+    assert t2.slots([(a, 3), (b, 0)]).tolist() == [2, 5]
+    assert t2.slots_of([(b, np.array([0, 2])), (a, np.array([0]))]).tolist() == [5, 3, 6]
+    assert t2._pending == list(range(7))
