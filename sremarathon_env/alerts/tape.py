@@ -188,9 +188,8 @@ class Tape:
             return True
         g0 = c0 - 1 if c0 > 0 else c0
         B = np.empty((len(idx), c1 - g0))
-        cols = np.arange(g0, c1)[None, :]
         for fam, m, rows in groups:
-            B[m] = fam._data[rows[:, None], cols]
+            B[m] = fam._data[rows, g0:c1]
         if g0 < c0:
             if not np.array_equal(B[:, 0], self.V[sl, g0], equal_nan=True):
                 return False
@@ -210,7 +209,7 @@ class Tape:
         pp[:, 0] = carry
         pp[:, 1:] = pv[:, :-1]
         has_prev = pp >= 0
-        prev = self.V[idx[:, None], np.maximum(pp, 0)]
+        prev = self.V.ravel().take((idx * self.cap_t)[:, None] + np.maximum(pp, 0))
         prev = np.where(has_prev, prev, 0.0)
         self.PREV[sl, c0:c1] = prev
         step = p & has_prev
@@ -225,11 +224,10 @@ class Tape:
         lr[:, 0] = np.maximum(lr[:, 0], lr0)
         np.maximum.accumulate(lr, axis=1, out=lr)
         self.LR[sl, c0:c1] = lr
-        r, c = np.nonzero(p)
-        if len(r):
-            r = idx[r]
-            rank = self.CS[r, c0 + c + 1] - 1
-            self.POS[r, rank] = c0 + c
+        # the j-th present sample of a slot is at column POS[slot, j]; flat offsets of present cells
+        rank = self.CS[sl, c0 : c1][:, :1] + cs - 1
+        flat = (idx * self.cap_t)[:, None] + rank
+        self.POS.ravel()[flat[p]] = np.broadcast_to(kidx, p.shape)[p]
         return True
 
 
