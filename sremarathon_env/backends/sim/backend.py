@@ -100,11 +100,13 @@ class SimBackend:
         self.history = History(self.m)
         self._svc_in = _Groups(self.m.edge_callee, self.m.S)        # edge columns -> callee service
         self._lag_callee = [self.m.edges[e][1] for e in self.m.async_edges]
+        self._spec_zone = np.array([self.m.zones.index(self.app.zone_of(n)) for n in self.m.svc_names], dtype=np.intp)
         self._desired = np.zeros(self.m.S)
         self._restarts = np.zeros(self.m.S)
         self._mem_layout = (-1, None, None, None)
         self._inputs_key = None
         self.pod_burn = np.zeros(0)
+        self._ready_eff = np.zeros(0, dtype=bool)
         self.pod_ooms: dict[int, int] = {}
         self.sig_timeline: list[list] = []        # [start, end, svc, text]
         self._sig_open: dict[tuple[int, str], list] = {}
@@ -131,6 +133,22 @@ class SimBackend:
         self.writer.flush(1)
 
     # ================================================================== clock
+    @property
+    def pod_ready_eff(self) -> np.ndarray:
+        """Per pod slot: serving (ready, not lost, no not_ready effect) as of the last state refresh.
+        Pods created since (the cluster may have grown its slot arrays) read as not ready, as they are."""
+        a = self._ready_eff
+        cap = len(self.cluster.p_svc)
+        if len(a) < cap:
+            b = np.zeros(cap, dtype=bool)
+            b[: len(a)] = a
+            self._ready_eff = a = b
+        return a
+
+    @pod_ready_eff.setter
+    def pod_ready_eff(self, value: np.ndarray) -> None:
+        self._ready_eff = value
+
     @property
     def now(self) -> float:
         return self._now
@@ -313,9 +331,9 @@ class SimBackend:
             # zone mix of ready endpoints (a service without any falls back to its spec node's zone)
             Zm = np.zeros((m.S, m.Z))
             np.add.at(Zm, (c.p_svc[ready_slots], m.node_zone[c.p_node[ready_slots]]), 1.0)
-            for s in range(m.S):
-                if Zm[s].sum() == 0:
-                    Zm[s, m.zones.index(self.app.zone_of(m.svc_names[s]))] = 1.0
+            empty = np.flatnonzero(Zm.sum(axis=1) == 0)
+            if len(empty):
+                Zm[empty, self._spec_zone[empty]] = 1.0
             Zm /= Zm.sum(axis=1, keepdims=True)
             topo = self.app.topology
             caller = m.edge_caller.copy()

@@ -233,3 +233,31 @@ def test_clone_shares_nothing_it_can_change(ob):
     again.advance_to(900)
     assert again.state_digest() == sim.state_digest()
     assert again.deploy_history("cartservice") == sim.deploy_history("cartservice")
+
+
+def test_live_reads_right_after_pod_slots_grow(ob):
+    """Pods created between two ticks may outgrow the slot arrays of the last refresh: reads made
+    before the next tick see them as not ready instead of failing (was an IndexError)."""
+    sim = SimBackend(ob, seed=3)
+    c = sim.cluster
+    t, last = 0.0, None
+    while last is None:
+        t += 300.0
+        sim.advance_to(t)
+        for svc in sim.app.service_names:
+            before = len(c.p_svc)
+            sim.restart(svc)          # the rollout's surge pod is created now, before any tick
+            if len(c.p_svc) > before:
+                last = svc
+                break
+    assert len(c.pods) > before
+    new = c.pods[-1]
+    assert new.slot >= before and new.rs.deployment == last
+    assert sim.pod_ready_eff[new.slot] == False   # noqa: E712 - numpy bool
+    rev = sim.deployment_spec(last)["revision"]
+    assert rev not in sim.serving_revisions(last)
+    assert sim.deploy_history(last)[-1]["ready"] == 0
+    assert sim.service_health(last)["ready"] >= 1.0
+    assert any(p["metadata"]["name"] == new.name for p in sim.k8s_get("pod"))
+    sim.advance_to(t + 600.0)
+    assert sim.serving_revisions(last).get(rev, 0) >= 1
