@@ -102,6 +102,10 @@ class _Alert:
 class AlertEngine:
     """Evaluates a rule pack over a store; keeps alert state and the cumulative history."""
 
+    #: alerts present at every new tick and not due to fire only take the last value (no tick loop);
+    #: the tests turn it off on a reference engine to check that it changes nothing
+    steady_fast_path = True
+
     def __init__(self, rule_pack: RulePack | None, store: MetricStore, limits: Limits | None = None):
         self.pack = rule_pack or load_rule_pack()
         self.store = store
@@ -179,6 +183,14 @@ class AlertEngine:
             pres = vec.p[r] if r is not None else np.zeros(len(times), bool)
             vals = vec.v[r] if r is not None else None
             key = (ri, fp)
+            a = self._active.get(key)
+            if (self.steady_fast_path and a is not None and r is not None and a.state != "inactive" and pres.all()
+                    and (a.state == "firing" or int(times[-1]) - a.active_at_ms < rule.for_ms)):
+                # present at every tick, no transition: only the value moves (to the last tick's)
+                v = float(vals[-1])
+                a.value = v
+                a.ann_src = (rule, a.sample_labels, v)
+                continue
             for k, t_ms in enumerate(times):
                 a = self._active.get(key)
                 t_ms = int(t_ms)
