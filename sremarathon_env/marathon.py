@@ -93,6 +93,14 @@ def _schedule(key: tuple) -> Schedule:
                           noise_rate=noise_rate)
 
 
+@lru_cache(maxsize=1)
+def _rule_pack():
+    """The frozen rule pack, parsed and compiled once per process (it is read-only)."""
+    from sremarathon_env.alerts import load_rule_pack
+
+    return load_rule_pack()
+
+
 @lru_cache(maxsize=8)
 def _faults_by_id(app: str) -> dict:
     return {f.id: f for f in load_catalogue(app)}
@@ -282,13 +290,13 @@ class Marathon:
     def start(self) -> dict[str, Any]:
         """Build schedule, backend, alerts and recorder; run to the first invocation."""
         from scoring import IncrementalScorer
-        from sremarathon_env.alerts import AlertEngine, PromQLEngine, load_rule_pack
+        from sremarathon_env.alerts import AlertEngine, PromQLEngine
 
         cfg = self.config
         self.schedule = _schedule(cfg.schedule_key())
         self.backend = _make_backend(cfg)
         self.driver = _Driver(cfg, self.backend, self.schedule)
-        self.rule_pack = load_rule_pack()
+        self.rule_pack = _rule_pack()
         self.alert_engine = AlertEngine(self.rule_pack, self.backend.store)
         self.promql = PromQLEngine(self.backend.store)
         self.ctx = ToolContext(backend=self.backend, app=self.app, alerts=self.alert_engine, promql=self.promql,
