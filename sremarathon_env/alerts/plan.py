@@ -244,22 +244,29 @@ class _Agg(_Node):
         super().__init__()
         self.op, self.child, self.labels = op, child, keys
         G = len(keys)
+        ck = (G, gid.tobytes())
+        hit = _AGG_LAYOUT.get(ck)
+        if hit is None:
+            if len(_AGG_LAYOUT) > 5000:
+                _AGG_LAYOUT.clear()
+            hit = _AGG_LAYOUT[ck] = self._layout(G, gid)
+        self.order, self.starts, self.singletons, self.one_group, self.idx, self.M = hit
+
+    @staticmethod
+    def _layout(G: int, gid: np.ndarray) -> tuple:
         n = len(gid)
         order = np.argsort(gid, kind="stable")
         sizes = np.bincount(gid, minlength=G)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
-        self.order = None if np.array_equal(order, np.arange(len(order))) else order
-        self.starts = starts
-        self.singletons = bool((sizes == 1).all())
-        self.one_group = G == 1
+        order = None if np.array_equal(order, np.arange(len(order))) else order
         M = int(sizes.max()) if G else 0
         # (G, M) member rows in input order, padded with row n (a -0.0 row: x + -0.0 == x exactly), so a
         # sequential accumulate along the members is Prometheus's row-after-row sum
         idx = np.full((G, M), n, dtype=np.intp)
         rank = np.arange(n) - np.repeat(starts, sizes)
-        idx[gid[order], rank] = order
-        self.idx = idx
-        self.M = M
+        srt = np.arange(n) if order is None else order
+        idx[gid[srt], rank] = srt
+        return order, starts, bool((sizes == 1).all()), G == 1, idx, M
 
     def compute(self, E):
         v, p = self.child.value(E)
@@ -299,6 +306,10 @@ class _Agg(_Node):
         if op == "max":
             return np.fmax.reduceat(W, self.starts, axis=0), anyp
         return np.fmin.reduceat(W, self.starts, axis=0), anyp
+
+
+#: group layouts of aggregations, by (number of groups, group index of each input row)
+_AGG_LAYOUT: dict[tuple, tuple] = {}
 
 
 def _NEG_ZERO_ROW(T: int) -> np.ndarray:
