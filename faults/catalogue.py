@@ -236,7 +236,9 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                 mi = float(res.mem_limit_mi * P["limit_factor"])
                 g.add(tpl, f"{s}-memory-oom", target=s, culprits=[s], artifact=_pod_artifact(s, "memory-stress"),
                       scope=scope, probe=Probe(kind="restarts_stable", service=s, threshold=1),
-                      repairs=restart + [RepairOption(tool="set_resources", args={
+                      # the hog outgrows the limit again after a restart (the OOM kill is itself a restart):
+                      # only a limit above the hog's working set repairs it
+                      repairs=[RepairOption(tool="set_resources", args={
                           "service": s, "mem_limit_mi": int(mi + (res.mem_limit_mi or 2048))})],
                       description=desc(target=s),
                       realisation=Realisation(kind="effects", effects=[Effect(
@@ -524,24 +526,30 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                 if ms_per_s <= 0 or sv.role not in ("service", "gateway"):
                     continue
                 cap = (sv.resources.cpu_limit_m or 4000) * max(1, sv.replicas)  # ms of CPU per second
-                cands.append((P["overload"] * cap / ms_per_s, svc_name))
+                cands.append((cap / ms_per_s, svc_name))   # factor at which it saturates
             if not cands:
                 continue
             cands.sort()
-            factor, bottleneck = round(cands[0][0], 1), cands[0][1]
-            # the tiers that saturate first at that factor: scaling any of them is a declared repair
-            tiers = [n for f_needed, n in cands if f_needed <= 2.0 * cands[0][0]][:3]
-            if factor > P["max_factor"] or factor < 2:
+            # one tier must saturate alone, so that scaling it (the one declared repair) heals: the surge
+            # stays below what the next tier can serve; when two tiers saturate together there is no
+            # single-step repair and the path gets no load fault
+            f0, bottleneck = cands[0]
+            f1 = cands[1][0] if len(cands) > 1 else float("inf")
+            factor = round(min(P["overload"] * f0, P["next_tier_margin"] * f1), 1)
+            if factor < P["min_overload"] * f0 or factor > P["max_factor"] or factor < 2:
                 continue
-            replicas = int(P["replicas"])
+            # enough replicas of the bottleneck for the surge with headroom
+            sv = app.service(bottleneck)
+            replicas = max(int(P["replicas"]), int(-(-2.0 * factor / f0 * max(1, sv.replicas) // 1)))
             touched = [entry, *(_path_services(app, p.calls) if p else app.service_names)]
             touched = list(dict.fromkeys(x for x in touched if x))
             g.add(tpl, f"{entry}-{_slug(name) if name else 'all'}-{t}", target=entry, culprits=[entry],
                   artifact=Artifact(kind="load", canonical=f"load:{name or '*'}",
                                     aliases=[f"traffic:{name or 'all'}", f"{name or 'all'} traffic", "load"]),
                   scope=touched, probe=Probe(kind="path_error_ratio_max", path=name, threshold=P["probe_threshold"]),
-                  repairs=[RepairOption(tool="scale", args={"service": n, "replicas": replicas}) for n in tiers],
-                  description=desc(path=name or "all paths", factor=factor, bottleneck=bottleneck),
+                  repairs=[RepairOption(tool="scale", args={"service": bottleneck, "replicas": replicas})],
+                  description=desc(path=name or "all paths", factor=factor, bottleneck=bottleneck,
+                                   overload=round(factor / f0, 2)),
                   realisation=Realisation(kind="effects", effects=[Effect(kind="load_factor", path=name, factor=factor)]))
         return
     raise CatalogueError(f"template {t}: unknown target set {tpl['over']!r}")

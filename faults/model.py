@@ -110,6 +110,9 @@ class Artifact(_Strict):
 
 class RepairOption(_Strict):
     """One intervention (tool name and arguments as the agent would call it) that repairs the fault.
+
+    A fault's ``repairs`` are ALTERNATIVES, never steps: each option alone heals the fault (probe
+    healthy and artifact corrected); `faults.validate` checks every one of them in its own twin.
     For ``patch_source``, ``args["diff"]`` is the unified diff that undoes the change."""
 
     tool: RepairTool

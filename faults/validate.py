@@ -7,9 +7,9 @@ For each fault, alone, in a fresh settled twin:
    artifact reads as broken instead);
 3. after `revert`, the probe is healthy again (two consecutive healthy ticks) within
    ``probe.recover_ticks`` ticks and the artifact reads as correct;
-4. injected again (into the reverted twin for the first option, a fresh one for the others), at
-   least one declared `RepairOption` applied through `apply_repair` once the symptom shows heals it:
-   probe healthy for two consecutive ticks and artifact corrected.
+4. for EVERY declared `RepairOption`, in its own fresh twin: injected again, the option applied through
+   `apply_repair` once the symptom shows heals it on its own (probe healthy for two consecutive ticks
+   and artifact corrected). Options are alternatives, never steps: agents and the oracle rely on any one.
 
 Fresh twins are clones of one warmed-up twin per app when the backend offers ``clone()``, otherwise
 new twins advanced through the same warm-up, so every fault starts from the same state.
@@ -103,28 +103,29 @@ def validate_fault(fault: Fault, fresh: Callable[[], Any]) -> Outcome:
     if out.recovered_tick is None:
         out.detail = f"not healthy within {fault.probe.recover_ticks} ticks of revert"
         return out
-    tried = []
-    for i, opt in enumerate(fault.repairs):
-        # the first option reuses the reverted (healthy again) twin: copying a twin costs far more
-        # than the ticks, so later options get a fresh copy of the warm twin
-        b2, memo2 = (b, {}) if i == 0 else (fresh(), {})
+    failed, healed = [], []
+    for opt in fault.repairs:
+        # every declared option must heal on its own (agents and the oracle may pick any of them),
+        # each in a fresh copy of the warm twin
+        b2, memo2 = fresh(), {}
         probe_ok(fault, b2, memo2)
         h2 = inject(fault, b2)
         if not h2.ok or _symptom(fault, b2, h2, memo2) is None:
-            tried.append(f"{opt.tool}: no symptom in repair run")
+            failed.append(f"{opt.tool}: no symptom in repair run")
             continue
         res = apply_repair(opt, fault, b2)
         if not getattr(res, "ok", True):
-            tried.append(f"{opt.tool}: refused ({getattr(res, 'message', '')})")
+            failed.append(f"{opt.tool}: refused ({getattr(res, 'message', '')})")
             continue
         # direct effects have no artifact to read unless the backend exposes effect_active
         need = fault.realisation.kind != "effects" or hasattr(b2, "effect_active")
-        if _healed(fault, b2, h2, memo2, fault.probe.recover_ticks + 4, need_artifact=need) is not None:
-            out.repaired_by = opt.tool
-            break
-        tried.append(f"{opt.tool}: did not heal")
-    if out.repaired_by is None:
-        out.detail = "no repair option heals it: " + "; ".join(tried)
+        if _healed(fault, b2, h2, memo2, fault.probe.recover_ticks + 4, need_artifact=need) is None:
+            failed.append(f"{opt.tool}: did not heal")
+            continue
+        healed.append(opt.tool)
+    out.repaired_by = ",".join(healed) or None
+    if failed:
+        out.detail = f"{len(failed)} of {len(fault.repairs)} repair options do not heal it: " + "; ".join(failed)
         return out
     out.ok, out.detail = True, "ok"
     return out

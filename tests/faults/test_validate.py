@@ -68,3 +68,25 @@ def test_revert_restores_the_twin_state_exactly(fault_id):
     faulted.advance_to(settle)
     clean.advance_to(settle)
     assert faulted.state_digest() == clean.state_digest()
+
+
+def test_validation_checks_every_repair_option_not_just_one():
+    """A restart does not outlive a memory hog that outgrows the limit: declared after the working
+    set_resources option it must still fail validation (options are alternatives, each must heal)."""
+    from faults.model import RepairOption
+
+    f = next(f for f in load_catalogue("online-boutique") if f.id == "ob-resource-cartservice-memory-oom")
+    assert [o.tool for o in f.repairs] == ["set_resources"]
+    outs, _ = validate("online-boutique", [f])
+    assert outs[0].ok, outs[0].detail
+    both = f.model_copy(update={"repairs": [*f.repairs, RepairOption(tool="restart", args={"service": "cartservice"})]})
+    outs, _ = validate("online-boutique", [both])
+    assert not outs[0].ok and "restart: did not heal" in outs[0].detail and outs[0].repaired_by == "set_resources"
+
+
+def test_load_faults_have_one_sufficient_repair():
+    from apps import APP_NAMES
+
+    loads = [f for a in APP_NAMES for f in load_catalogue(a) if f.category == "load" and f.template != "flag"]
+    assert loads and all(len(f.repairs) == 1 and f.repairs[0].tool == "scale" for f in loads)
+    assert "ob-load-frontend-all-flood" in {f.id for f in loads}
