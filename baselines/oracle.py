@@ -5,8 +5,8 @@ It exists to validate the benchmark, not to compete: every fault must be reachab
 (an attributable alert fires, the catalogue's repair option heals it in the twin) and the scorer must
 credit correct work. Per invocation, for each injected fault that is still live and not yet handled:
 
-1. wait until an alert attributable to it is firing (labels inside the fault's scope, fired at or after
-   the fault's start, or still firing then);
+1. wait until an alert attributable to it has fired (labels inside the fault's scope; it started firing
+   at or after the fault's start, or it names a culprit and fired since the start);
 2. report one incident citing those alerts with the exact culprit services and the canonical artifact;
 3. apply the fault's first repair option citing that incident (a rollback goes to the revision that was
    current before the fault); when an option is refused or fails, the next one is tried next time. A load
@@ -30,21 +30,24 @@ def _scope(fault: Any) -> set[str]:
 
 
 def attributable_alerts(alerts: list[dict[str, Any]], fault: Any, start_s: float) -> list[dict[str, Any]]:
-    """Alerts of the history that the scorer would attribute to ``fault`` (started at ``start_s``):
-    in scope, and firing now or having fired at or after the start."""
+    """Alerts of the history that the scorer would attribute to ``fault`` (started at ``start_s``): in
+    scope, and their latest firing interval started at or after the start, or they name a culprit and
+    fired at some time since the start (scoring/README.md section 1)."""
+    from scoring.matching import norm
+
     sigma = _scope(fault)
+    culprits = {norm(c) for c in fault.culprits}
     out = []
     for a in alerts:
-        if not fingerprint(a) or not (alert_scope_labels(a) & sigma):
+        labels = alert_scope_labels(a)
+        if not fingerprint(a) or not (labels & sigma):
             continue
-        state = a.get("state")
-        if state == "firing":
+        since = _num(a, "firing_since")
+        if since is None or a.get("state") not in ("firing", "resolved"):
+            continue
+        ended = _num(a, "resolved_at") if a.get("state") == "resolved" else None
+        if since >= start_s or (labels & culprits and (ended is None or ended > start_s)):
             out.append(a)
-        elif state == "resolved":
-            fired = _num(a, "fired_at", "firing_since", "started_at", "active_at", "starts_at")
-            ended = _num(a, "resolved_at", "ends_at", "ended_at")
-            if fired is not None and ended is not None and ended > start_s:
-                out.append(a)
     return out
 
 

@@ -66,13 +66,17 @@ def score(records: Iterable[Any], *, complete: bool | None = None) -> ScoreRepor
         alert_events.setdefault(fp, []).append((pos, r.t, r.data["state"], alert_scope_values(r.data["labels"])))
     intervals = {fp: _intervals(ev) for fp, ev in alert_events.items()}
 
-    def attributable(fp: str, f: dict[str, Any], sigma: frozenset[str], pos: int) -> bool:
-        """fp started firing, as known before record ``pos``, at some time in [start, end + grace], in scope."""
+    def attributable(fp: str, f: dict[str, Any], sigma: frozenset[str], culprits: set[str], pos: int) -> bool:
+        """fp, as known before record ``pos``, in scope and either started firing in [start, end + grace],
+        or names one of f's culprits and was firing at some time in that window."""
         lo, hi = f["start_s"], f["end_s"] + params.grace_s
         for fs, p_open, fe, p_close, scope in intervals.get(fp, ()):
             if p_open >= pos or not (scope & sigma):
                 continue
             if lo <= fs <= hi:
+                return True
+            fe_known = fe if p_close < pos else INF
+            if scope & culprits and fs <= hi and fe_known > lo:
                 return True
         return False
 
@@ -99,7 +103,7 @@ def score(records: Iterable[Any], *, complete: bool | None = None) -> ScoreRepor
 
         # 1-2. correlation and localisation, per incident version (full state after each op)
         corr_versions = [(pos, t, d) for pos, t, d in incidents
-                         if t >= S and any(attributable(fp, f, sigma, pos) for fp in d["alerts"])]
+                         if t >= S and any(attributable(fp, f, sigma, culprits, pos) for fp in d["alerts"])]
         loc_versions = [(pos, t, d) for pos, t, d in corr_versions
                         if culprits_match(d["culprits"], f["culprits"]) and artifact_matches(d["artifact"], f["artifact"])]
         correlated_t = corr_versions[0][1] if corr_versions else None

@@ -184,7 +184,9 @@ class IncrementalScorer:
     def _attributable(self, fp: str, f: _Fault) -> bool:
         hi = f.E + self.params.grace_s
         for fs, fe, scope in self._alert_iv.get(fp, ()):
-            if f.S <= fs <= hi and scope & f.sigma:
+            if not scope & f.sigma:
+                continue
+            if f.S <= fs <= hi or (scope & f.culprits and fs <= hi and fe > f.S):
                 return True
         return False
 

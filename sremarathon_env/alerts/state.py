@@ -70,6 +70,8 @@ class _Alert:
     annotations: dict
     first_pending_ms: int
     first_firing_ms: int | None = None
+    #: start of the latest firing interval (kept after it resolves)
+    firing_ms: int | None = None
     resolved_ms: int | None = None
     episodes: int = 1
     sample_labels: dict = field(default_factory=dict)
@@ -94,6 +96,7 @@ class _Alert:
             "active_at": self.active_at_ms / 1000,
             "first_pending_at": self.first_pending_ms / 1000,
             "first_firing_at": None if self.first_firing_ms is None else self.first_firing_ms / 1000,
+            "firing_since": None if self.firing_ms is None else self.firing_ms / 1000,
             "resolved_at": None if self.resolved_ms is None else self.resolved_ms / 1000,
             "episodes": self.episodes,
         }
@@ -218,6 +221,7 @@ class AlertEngine:
                         seq += 1
                     if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
                         a.state = "firing"
+                        a.firing_ms = t_ms
                         if a.first_firing_ms is None:
                             a.first_firing_ms = t_ms
                         out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp, "firing", a.value)))

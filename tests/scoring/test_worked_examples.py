@@ -20,10 +20,10 @@ def both(b: B) -> ScoreReport:
 
 # -- 1. attributable alerts -------------------------------------------------------------------------
 @pytest.mark.parametrize("fp,expected", [("A", True), ("B", True), ("C", False), ("D", False), ("E", False),
-                                         ("F", False), ("G", False)])
+                                         ("F", False), ("G", False), ("H", True)])
 def test_example_1_attributable_alerts(fp, expected):
     b = B([fault("f", 300, 900, culprits=["cartservice"], scope=["cartservice", "frontend"])])
-    b.alert(200, "E", service="cartservice").alert(250, "G", service="frontend")
+    b.alert(200, "E", service="cartservice").alert(250, "G", service="frontend").alert(260, "H", service="cartservice")
     b.alert(290, "E", "resolved", service="cartservice")
     b.alert(315, "A", service="cartservice").alert(330, "F", "pending", service="cartservice")
     b.alert(400, "D", service="checkoutservice").alert(600, "A", "resolved", service="cartservice")
