@@ -269,12 +269,20 @@ class AppSpec(_Strict):
 
     def upstream_closure(self, name: str) -> list[str]:
         """Services whose requests can be affected by ``name`` (itself and every transitive caller)."""
+        return self._closure(name, self.callers)
+
+    def downstream_closure(self, name: str) -> list[str]:
+        """``name`` and every service it calls, transitively."""
+        return self._closure(name, self.callees)
+
+    @staticmethod
+    def _closure(name: str, step) -> list[str]:
         seen = [name]
         frontier = [name]
         while frontier:
             nxt = []
             for s in frontier:
-                for c in self.callers(s):
+                for c in step(s):
                     if c not in seen:
                         seen.append(c)
                         nxt.append(c)

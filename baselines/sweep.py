@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from sremarathon_env.seeds import parse_seeds  # noqa: F401 - re-exported for callers
 
 
 @dataclass(frozen=True)
@@ -23,26 +24,6 @@ class Job:
     seed: int
     policy: str
     config: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``"0-19"``, ``"0,3,5"`` or a mix, in ascending order without repeats."""
-    out: set[int] = set()
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            lo, hi = int(a), int(b)
-            if hi < lo:
-                raise ValueError(f"bad seed range {part!r}")
-            out.update(range(lo, hi + 1))
-        else:
-            out.add(int(part))
-    if not out:
-        raise ValueError(f"no seeds in {text!r}")
-    return sorted(out)
 
 
 def sweep_jobs(apps: list[str], seeds: list[int], policies: list[str], **config: Any) -> list[Job]:

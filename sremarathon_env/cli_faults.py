@@ -9,7 +9,7 @@ Examples::
 
 >>> import argparse
 >>> p = argparse.ArgumentParser(); sub = p.add_subparsers(dest="command"); add_parser(sub)
->>> _seed_range("0-3,7")
+>>> parse_seeds("0-3,7")
 [0, 1, 2, 3, 7]
 """
 
@@ -20,24 +20,7 @@ import json
 import sys
 from collections import Counter
 
-
-def _seed_range(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            lo, hi = int(a), int(b)
-            if hi < lo:
-                raise argparse.ArgumentTypeError(f"empty seed range {part!r}")
-            out.extend(range(lo, hi + 1))
-        else:
-            out.append(int(part))
-    if not out:
-        raise argparse.ArgumentTypeError("no seeds")
-    return out
+from sremarathon_env.seeds import parse_seeds
 
 
 def _apps(arg: str | None) -> list[str]:
@@ -182,7 +165,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ps.add_argument("--app", default=None)
     ps.add_argument("--seed", type=int, default=None)
     ps.add_argument("--stats", action="store_true", help="calibration figures over --seeds")
-    ps.add_argument("--seeds", type=_seed_range, default=list(range(20)))
+    ps.add_argument("--seeds", type=parse_seeds, default=list(range(20)))
     ps.add_argument("--no-noise", action="store_true")
     ps.add_argument("--noise-rate", type=float, default=1.0)
     ps.add_argument("--json", action="store_true")

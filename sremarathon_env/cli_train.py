@@ -26,23 +26,17 @@ import json
 import math
 import shlex
 
+from sremarathon_env.seeds import parse_seeds as _parse_seeds
+
 
 def parse_seeds(text: str | None) -> list[int]:
-    """``"0-4"``, ``"1,5,9"`` or a mix (``"0-2,7"``) -> sorted unique ints."""
-    out: set[int] = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            if sep:
-                out.update(range(int(lo), int(hi) + 1))
-            else:
-                out.add(int(part))
-        except ValueError:
-            raise SystemExit(f"bad seed list {text!r}; use e.g. 0-9 or 1,3,5") from None
-    return sorted(out)
+    """``"0-4"``, ``"1,5,9"`` or a mix -> sorted unique ints; nothing given -> []."""
+    if not (text or "").strip():
+        return []
+    try:
+        return _parse_seeds(text)
+    except ValueError as exc:
+        raise SystemExit(f"bad seed list {text!r}: {exc}") from None
 
 
 def _env_config(args) -> dict:

@@ -47,6 +47,7 @@ import numpy as np
 from gymnasium import spaces
 
 from sremarathon_env.registration import IDS
+from sremarathon_env.tools.reads import alert_dict
 
 #: Text spaces use this ordered charset (JSON text with ``ensure_ascii`` always fits in it).
 CHARSET = string.printable
@@ -304,7 +305,7 @@ class SREMarathonEnv(gym.Env):
         m = self.marathon
         return {
             "t": float(m.now), "invocation": int(m.invocation_index), "budget_s": float(m.ctx.budget_s),
-            "alerts": [_alert_dict(a) for a in m.alert_engine.history()],
+            "alerts": [alert_dict(a) for a in m.alert_engine.history()],
             "incidents": m.ctx.incidents.snapshot(),
             "workspace": m.ctx.workspace.snapshot(),
             "last_results": [r.to_json() for r in m.last_results],
@@ -313,7 +314,7 @@ class SREMarathonEnv(gym.Env):
 
     def _alerts_newest_first(self):
         """(state, cache key, thunk giving the alert dict) of the cumulative history, newest first."""
-        for d in reversed([_alert_dict(a) for a in self.marathon.alert_engine.history()]):
+        for d in reversed([alert_dict(a) for a in self.marathon.alert_engine.history()]):
             key = (d.get("fingerprint"), d.get("alertname"), d.get("state"), d.get("value"), d.get("episodes"),
                    _first(d, "active_at", "started_at"), _first(d, "resolved_at", "ended_at"),
                    _first(d, "first_firing_at", "fired_at"))
@@ -431,20 +432,6 @@ def _first(d: dict, *keys: str) -> Any:
         if k in d:
             return d[k]
     return None
-
-
-def _alert_dict(a: Any) -> dict[str, Any]:
-    if isinstance(a, dict):
-        return a
-    if hasattr(a, "model_dump"):
-        return a.model_dump(mode="json")
-    if hasattr(a, "to_json"):
-        return a.to_json()
-    if hasattr(a, "__dataclass_fields__"):
-        import dataclasses
-
-        return dataclasses.asdict(a)
-    return dict(vars(a))
 
 
 def render_text(raw: dict[str, Any], max_chars: int = 24000, tool_names: list[str] | None = None) -> str:

@@ -86,7 +86,7 @@ class ClusterView:
 
     def _artifact(self, service: str, kind: str, meta: dict, tpl: dict, prev: dict) -> str:
         if kind == "build":
-            path = _first_diff_path(meta.get("diff", ""))
+            path = _first_diff_path(_render_diff(meta))
             return f"{service}:{path}" if path else f"{service}:image"
         if kind == "image":
             return f"{service}:image"
@@ -144,6 +144,13 @@ class ClusterView:
                 v = self.b.flag_variant(flag)
                 return v is not None and v != f.default_variant
         return False
+
+
+def _render_diff(meta: dict) -> str:
+    """The revision's unified diff; the twin renders it lazily on first read."""
+    from sremarathon_env.backends.sim.backend import _diff
+
+    return _diff(meta)
 
 
 def _first_diff_path(diff: str) -> str | None:

@@ -44,20 +44,6 @@ SERVICE_LABELS = ("service", "destination_workload", "destination_service_name",
 FORBIDDEN_KINDS = {"secret", "secrets"}
 
 
-def downstream_closure(app: AppSpec, name: str) -> list[str]:
-    """``name`` and every service it calls, transitively (BFS order)."""
-    seen, frontier = [name], [name]
-    while frontier:
-        nxt = []
-        for s in frontier:
-            for c in app.callees(s):
-                if c not in seen:
-                    seen.append(c)
-                    nxt.append(c)
-        frontier = nxt
-    return seen
-
-
 def service_of_pod(app: AppSpec, pod: str) -> str | None:
     best = None
     for s in app.service_names:
@@ -91,7 +77,7 @@ def affected_services(app: AppSpec, culprits: list[str], alert_labels: list[dict
     affected = set()
     for s in seeds:
         affected.update(app.upstream_closure(s))
-        affected.update(downstream_closure(app, s))
+        affected.update(app.downstream_closure(s))
     return [s for s in app.service_names if s in affected]
 
 

@@ -49,7 +49,8 @@ def require_service(ctx: "ToolContext", service: str) -> None:
                           {"known_services": ctx.app.service_names})
 
 
-def _alert_dict(a: Any) -> dict[str, Any]:
+def alert_dict(a: Any) -> dict[str, Any]:
+    """A JSON-able dict of one alert of `AlertEngine.history()` (a copy when it already is a dict)."""
     if isinstance(a, dict):
         return dict(a)
     if hasattr(a, "model_dump"):
@@ -66,7 +67,7 @@ def _alert_dict(a: Any) -> dict[str, Any]:
 def alert_history(ctx: "ToolContext") -> list[dict[str, Any]]:
     if ctx.alerts is None:
         return []
-    return [_alert_dict(a) for a in ctx.alerts.history()]
+    return [alert_dict(a) for a in ctx.alerts.history()]
 
 
 def _times(a: dict[str, Any]) -> list[float]:
