@@ -16,8 +16,10 @@ Faults that a kwok cluster can express are real cluster state, read back by the 
   restart heals them) and taken off (``healed``) on revert;
 - a bad image tag is just the image: the kwok stage keeps such pods in ``ImagePullBackOff``;
 - scale to zero is a scale; a wrong selector (``no_endpoints``) patches the Service's selector;
-- ``node_down`` labels the Node ``sremarathon.io/node-fault=notready``: kwok reports it NotReady and
-  the real node-lifecycle controller marks its pods not Ready and taints it.
+- ``node_down`` labels the Node ``sremarathon.io/node-fault=notready``, which takes it out of kwok's
+  selection: its simulated kubelet goes silent (no lease, no status), so the real node-lifecycle
+  controller marks it Unknown, taints it unreachable and marks its pods not Ready; a drain evicts them
+  (they stay Terminating on the silent node, as on a real cluster) and replacements start elsewhere.
 
 Cluster-state metrics (the ``kube_*`` families) are read from the API into `store` at every tick
 (`state_metrics`). Request-level telemetry (rates, errors, latencies, traces, logs) only exists where a real
@@ -110,6 +112,7 @@ class KubernetesBackend:
             local = LocalCluster().kubeconfig_path
             kubeconfig = local if os.path.exists(local) else None
         self.api = KubeRest(kubeconfig)
+        self.api_closed = False
         self._t0 = time.monotonic()
         self._epoch = time.time()
         self._tick = 0
@@ -163,6 +166,7 @@ class KubernetesBackend:
         if delete_namespace:
             self.delete_namespace()
         self.api.close()
+        self.api_closed = True
 
     def wait(self, cond: Callable[[], bool], timeout_s: float, what: str, period_s: float = 0.5) -> float:
         t0 = time.monotonic()

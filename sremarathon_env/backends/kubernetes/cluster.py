@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sremarathon_env.backends.kubernetes.stages import NODE_FAULT_LABEL
+
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 DEFAULT_VERSIONS = "v1.36.3-kwok0.8.0-etcd3.6.16"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -190,14 +192,18 @@ class LocalCluster:
                                         "--leader-elect=false", allow, f"--root-ca-file={ca}",
                                         f"--service-account-private-key-file={key}",
                                         "--use-service-account-credentials=false", "--node-monitor-period=2s",
+                                        "--node-monitor-grace-period=20s",
                                         f"--cert-dir={r / 'pki' / 'kcm'}"],
             "kube-scheduler": [str(b / "kube-scheduler"), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
                                f"--authorization-kubeconfig={kc}", "--bind-address=127.0.0.1",
                                f"--secure-port={p.scheduler}", "--leader-elect=false", allow,
                                f"--cert-dir={r / 'pki' / 'scheduler'}"],
-            "kwok": [str(b / "kwok"), f"--kubeconfig={kc}", f"--config={r / 'kwok.yaml'}", "--manage-all-nodes=true",
+            # a Node labelled sremarathon.io/node-fault leaves kwok's selection: its "kubelet" goes silent
+            # (no lease, no status), so the node-lifecycle controller marks it Unknown and its pods not Ready
+            "kwok": [str(b / "kwok"), f"--kubeconfig={kc}", f"--config={r / 'kwok.yaml'}",
+                     f"--manage-nodes-with-label-selector=!{NODE_FAULT_LABEL}",
                      f"--server-address=127.0.0.1:{p.kwok}", "--node-ip=127.0.0.1", f"--node-port={p.kwok}",
-                     f"--tls-cert-file={crt}", f"--tls-private-key-file={key}", "--node-lease-duration-seconds=40"],
+                     f"--tls-cert-file={crt}", f"--tls-private-key-file={key}", "--node-lease-duration-seconds=20"],
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -283,8 +289,9 @@ class LocalCluster:
         """An httpx client authenticated as the cluster admin."""
         import httpx
         pki = self.root / "pki"
+        from sremarathon_env.backends.kubernetes.rest import tls_context
         return httpx.Client(base_url=f"https://127.0.0.1:{self.ports.apiserver}",
-                            cert=(str(pki / "admin.crt"), str(pki / "admin.key")), verify=str(pki / "ca.crt"),
+                            verify=tls_context(str(pki / "ca.crt"), str(pki / "admin.crt"), str(pki / "admin.key")),
                             timeout=10.0)
 
     def _api_ok(self, path: str) -> bool:

@@ -39,6 +39,18 @@ class ApiError(RuntimeError):
         super().__init__(f"{what}: {status} {msg}")
 
 
+def tls_context(ca: str | None, cert: str | None, key: str | None, verify: bool = True):
+    """An SSL context trusting ``ca`` (or the system store) and presenting ``cert``/``key`` if given."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
 def resource_path(plural: str, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
     prefix, namespaced, _ = RESOURCES[plural]
     p = f"{prefix}/namespaces/{namespace}/{plural}" if namespaced else f"{prefix}/{plural}"
@@ -64,10 +76,10 @@ class KubeRest:
         if token:
             prefix = (cfg.api_key_prefix or {}).get("authorization")
             headers["Authorization"] = f"{prefix} {token}" if prefix and not token.startswith(prefix) else token
-        verify: Any = cfg.ssl_ca_cert if cfg.ssl_ca_cert else bool(cfg.verify_ssl)
-        cert = (cfg.cert_file, cfg.key_file) if cfg.cert_file else None
         self.host = cfg.host
-        self.http = httpx.Client(base_url=cfg.host, cert=cert, verify=verify, headers=headers, timeout=timeout_s)
+        self.http = httpx.Client(base_url=cfg.host, verify=tls_context(cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file,
+                                                                     bool(cfg.verify_ssl)),
+                                 headers=headers, timeout=timeout_s)
 
     def close(self) -> None:
         self.http.close()

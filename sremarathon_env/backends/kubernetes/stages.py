@@ -4,8 +4,8 @@ kwok plays the kubelet: each watch event on a Node or Pod is matched against the
 selectors) and the chosen stage's Go template is written into the object's status. Supplying any
 stage replaces all of kwok's defaults, so this module writes the whole set, ours:
 
-- nodes: initialise to Ready, heartbeat, and ``NotReady`` while the node carries the label
-  ``sremarathon.io/node-fault=notready``;
+- nodes: initialise to Ready and heartbeat (a node labelled ``sremarathon.io/node-fault`` is left out
+  of kwok's selection altogether: its simulated kubelet goes silent, see `cluster`);
 - pods: delete on ``deletionTimestamp``; ``Running``/Ready once scheduled; image pull back-off when
   the image's tag is not pullable (selected by image: see `pullable_image_regex`); crash loop
   (``sremarathon.io/fault=crashloop``, exit 1) and OOM kill (``=oom``, exit 137) with a restart count
@@ -14,7 +14,7 @@ stage replaces all of kwok's defaults, so this module writes the whole set, ours
 
 >>> docs = kwok_config_documents()
 >>> sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Stage")[:3]
-['sre-node-heartbeat', 'sre-node-initialize', 'sre-node-not-ready']
+['sre-node-heartbeat', 'sre-node-initialize', 'sre-pod-crashloop']
 >>> import re; rx = re.compile(pullable_image_regex())
 >>> bool(rx.search("redis:alpine")), bool(rx.search("x/adservice:v0.10.6")), bool(rx.search("x/adservice:v0,10.6"))
 (True, True, False)
@@ -132,28 +132,8 @@ nodeInfo:
 phase: Running
 """
 
-_NODE_NOT_READY = """{{ $now := Now }}
-conditions:
-{{ range NodeConditions }}
-{{ if eq .type "Ready" }}
-- lastHeartbeatTime: {{ $now | Quote }}
-  lastTransitionTime: {{ $now | Quote }}
-  message: "container runtime is down: PLEG is not healthy"
-  reason: KubeletNotReady
-  status: "False"
-  type: Ready
-{{ else }}
-- lastHeartbeatTime: {{ $now | Quote }}
-  lastTransitionTime: {{ $now | Quote }}
-  message: {{ .message | Quote }}
-  reason: {{ .reason | Quote }}
-  status: {{ .status | Quote }}
-  type: {{ .type | Quote }}
-{{ end }}
-{{ end }}
-"""
-
 _POD_HEAD = """{{ $now := Now }}
+{{ if not .status.hostIP }}
 {{ $hostIPs := NodeIPsWith .spec.nodeName }}
 {{ with $hostIPs }}
 hostIP: {{ index . 0 | Quote }}
@@ -162,12 +142,15 @@ hostIPs:
 - ip: {{ . | Quote }}
 {{ end }}
 {{ end }}
+{{ end }}
+{{ if not .status.podIP }}
 {{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
 {{ with $podIPs }}
 podIP: {{ index . 0 | Quote }}
 podIPs:
 {{ range . }}
 - ip: {{ . | Quote }}
+{{ end }}
 {{ end }}
 {{ end }}
 startTime: {{ or .status.startTime $now | Quote }}
@@ -297,12 +280,6 @@ def stages(extra_tags: list[str] | None = None) -> list[dict[str, Any]]:
                 {"key": ready_is, "operator": "In", "values": ["True"]},
                 {"key": node_faulty, "operator": "NotIn", "values": ["notready"]}],
                {"statusTemplate": _NODE_STATUS}, delay_ms=20_000),
-        _stage("sre-node-not-ready", "Node",
-               [{"key": node_faulty, "operator": "In", "values": ["notready"]},
-                {"key": ready_is, "operator": "NotIn", "values": ["False"]}],
-               {"statusTemplate": _NODE_NOT_READY, "event": {"type": "Normal", "reason": "NodeNotReady",
-                                                             "message": "Node status is now: NodeNotReady"}},
-               weight=10_000),
         _stage("sre-pod-delete", "Pod", [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
                {"delete": True}),
         _stage("sre-pod-ready", "Pod",
@@ -340,10 +317,10 @@ def stages(extra_tags: list[str] | None = None) -> list[dict[str, Any]]:
 
 
 def kwok_config_documents(extra_tags: list[str] | None = None) -> list[dict[str, Any]]:
-    """The documents of kwok's ``--config`` file: its options and every stage."""
-    conf = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
-            "options": {"cidr": "10.244.0.0/16", "nodeLeaseDurationSeconds": 40}}
-    return [conf, *stages(extra_tags)]
+    """The documents of kwok's ``--config`` file: every stage. (kwok's options come from its command
+    line: a KwokConfiguration document here would replace its defaults, parallelism included, with
+    zeros.)"""
+    return stages(extra_tags)
 
 
 def kwok_config_yaml(extra_tags: list[str] | None = None) -> str:

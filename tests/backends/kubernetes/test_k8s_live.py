@@ -53,7 +53,8 @@ def backend(cluster):
     from sremarathon_env.backends.kubernetes.backend import KubernetesBackend
     b = KubernetesBackend("online-boutique", kubeconfig=cluster.kubeconfig_path, namespace=NS, realtime=False)
     yield b
-    b.close()
+    if not b.api_closed:
+        b.close()
 
 
 def _fault(fid_part: str, template: str):
@@ -163,7 +164,9 @@ def test_nothing_outside_the_namespace(cluster, backend):
     assert all(NODE_FAULT_LABEL not in n["metadata"].get("labels", {}) for n in api.items("nodes", None))
 
 
-def test_zz_cluster_down_leaves_no_process(cluster):
+def test_zz_cluster_down_leaves_no_process(cluster, backend):
+    backend.close()                       # deletes the namespace, reverts direct effects
+    assert backend.api_closed
     pids = dict(cluster.running())
     assert len(pids) == 5
     cluster.down()
