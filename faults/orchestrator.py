@@ -6,7 +6,11 @@ Semantics (DESIGN.md section 4):
   grows linearly, ``lambda(t) ~ 1 + slope * t / T``; arrival times are drawn by stratified inverse-CDF
   sampling so that every run has the same count profile but different times.
 - Per run about sixty faults (uniform in ``n_faults`` +- 3). Durations 4-12 minutes,
-  ``4 + 8 * Beta(a, b)`` minutes with an app-specific mean (`APP_PROFILES`).
+  ``4 + 8 * Beta(a, b)`` minutes with an app-specific mean (`APP_PROFILES`), but never shorter than the
+  fault needs to be repairable (`repairable_min_s`: onset + detection + the repair's pod boot + the
+  scorer's hold): an arrival prefers faults repairable in its drawn window, otherwise it takes the
+  quickest-to-repair candidate and stretches the window. Train Ticket's JVMs boot in ~4 min, so its
+  windows are mostly set by that minimum (fewer, longer faults: 53 +- 3 with the same concurrency).
 - The category of each arrival follows `CATEGORY_MIX`, the production mix the SRE-Marathon paper
   cites: code and configuration defects together 39.5 % of high-severity incidents (here 20 % code,
   20 % config); the rest is split over resource exhaustion, network, dependency/datastore,
@@ -68,12 +72,60 @@ class AppProfile:
 
 APP_PROFILES: dict[str, AppProfile] = {
     "online-boutique": AppProfile(slope=1.0, mean_duration_min=6.4, concentration=4.0),
-    "train-ticket": AppProfile(slope=1.5, mean_duration_min=6.7, concentration=4.0),
+    "train-ticket": AppProfile(n_faults=53, slope=0.8, mean_duration_min=4.2, concentration=4.0),
     "astronomy-shop": AppProfile(slope=1.0, mean_duration_min=7.2, concentration=4.0),
 }
 DEFAULT_PROFILE = AppProfile()
 MIN_DURATION_S = 240
 MAX_DURATION_S = 720
+#: allowances of `repairable_min_s`: from symptom to the agent acting (alert ``for:`` plus the wait for the
+#: next 120 s invocation), and the scorer's healthy hold (8 ticks) plus one tick of slack
+DETECT_S = 150.0
+HOLD_S = 135.0
+
+
+def _boot_s(spec, service: str | None) -> float:
+    """Seconds a new pod of ``service`` needs until it serves (readiness initial delay + start-up); 0 if unknown."""
+    if not service:
+        return 0.0
+    try:
+        s = spec.service(service)
+    except KeyError:
+        return 0.0
+    return (s.readiness_probe.initial_delay_s if s.readiness_probe else 0.0) + s.behaviour.startup_s
+
+
+def _repair_s(spec, fault: Fault) -> float:
+    """Seconds from the fastest declared repair until the fault's service serves again (new pods boot)."""
+    best = float("inf")
+    for r in fault.repairs:
+        a = r.args
+        if r.tool == "drain_node":
+            t = max((_boot_s(spec, s.name) for s in spec.services if s.node == a.get("node")), default=0.0)
+        elif r.tool == "set_config":
+            target = a.get("target")
+            knob = target is not None and any(s.name == target for s in spec.services)
+            t = _boot_s(spec, target) if knob else 0.0   # an env knob rolls the service out; a flag does not
+        elif r.tool == "rollback" and fault.realisation.kind == "deploy" and fault.category == "deployment":
+            t = 0.0   # the bad revision never became ready: the previous pods still serve
+        else:       # rollback, restart, set_resources, patch_source, scale: replacement pods must boot
+            t = _boot_s(spec, a.get("service"))
+        best = min(best, t)
+    return 0.0 if best == float("inf") else best
+
+
+def repairable_min_s(fault: Fault, spec) -> int:
+    """The shortest window in which a perfect agent can repair ``fault`` before the scheduled revert.
+
+    Symptom onset (a new revision only shows once its pods boot), `DETECT_S`, the fastest repair's pod
+    boot (`_repair_s`) and the scorer's hold (`HOLD_S`), rounded up to 5 s and clipped to
+    [`MIN_DURATION_S`, `MAX_DURATION_S`]. ``spec`` is the app's `apps.spec.AppSpec`."""
+    r = fault.realisation
+    slow_show = (r.kind in ("deploy", "resources") or (r.kind == "config" and r.service)) \
+        and fault.category != "deployment"
+    onset = _boot_s(spec, r.service or fault.target) if slow_show else 0.0
+    need = onset + DETECT_S + _repair_s(spec, fault) + HOLD_S
+    return int(min(MAX_DURATION_S, max(MIN_DURATION_S, 5 * -(-need // 5))))
 
 
 class _Strict(BaseModel):
@@ -196,13 +248,31 @@ def _pick_category(rng: np.random.Generator, available: list[str]) -> list[str]:
     return order
 
 
+def fault_min_durations(app: str, faults: list[Fault]) -> dict[str, int]:
+    """`repairable_min_s` of each fault (``MIN_DURATION_S`` for all when the app model is not available)."""
+    try:
+        from apps import load_app
+
+        spec = load_app(app)
+    except (KeyError, ValueError, FileNotFoundError):
+        return {f.id: MIN_DURATION_S for f in faults}
+    return {f.id: repairable_min_s(f, spec) for f in faults}
+
+
 def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_version: str,
-                    injection_s: int = 3600, profile: AppProfile | None = None) -> list[ScheduledFault]:
-    """The fault part of a schedule, from an explicit fault list (see `build_schedule`)."""
+                    injection_s: int = 3600, profile: AppProfile | None = None,
+                    min_durations: dict[str, int] | None = None) -> list[ScheduledFault]:
+    """The fault part of a schedule, from an explicit fault list (see `build_schedule`).
+
+    Each arrival draws a duration; within the drawn category it prefers faults that are repairable in that
+    window (``min_durations``, default `fault_min_durations`); when none fits, it takes any candidate and
+    stretches the window to that fault's minimum, so that no fault is scheduled shorter than a perfect agent
+    needs to repair it (detect, repair, hold)."""
     prof = profile or APP_PROFILES.get(app, DEFAULT_PROFILE)
     pool = sorted((f for f in faults if not f.noise), key=lambda f: f.id)
     if not pool:
         return []
+    mins = min_durations if min_durations is not None else fault_min_durations(app, pool)
     ss = seed_sequence("schedule", catalogue_version, app, seed)
     r_count, r_times, r_dur, r_pick = (np.random.default_rng(s) for s in ss.spawn(4))
     scale = injection_s / 3600.0
@@ -217,24 +287,39 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
     for f in pool:
         by_cat[f.category].append(f)
     keys = {f.id: set(f.conflict_keys()) for f in pool}
+    need = {f.id: max(MIN_DURATION_S, min(MAX_DURATION_S, int(mins.get(f.id, MIN_DURATION_S)))) for f in pool}
     used: set[str] = set()
     active: list[tuple[int, int, set[str]]] = []   # (start, end, keys)
     out: list[ScheduledFault] = []
     for i in range(n):
-        st, en = int(starts[i]), int(starts[i] + durs[i])
+        st, d = int(starts[i]), int(durs[i])
+        near = [(s0, ks) for (s0, e0, ks) in active if st < e0 and s0 < st + MAX_DURATION_S]
         busy: set[str] = set()
-        for (s0, e0, ks) in active:
-            if s0 < en and st < e0:
+        for s0, ks in near:
+            if s0 < st + d:
                 busy |= ks
+
+        def free(f: Fault) -> bool:
+            if keys[f.id] & busy:
+                return False
+            en = st + max(d, need[f.id])
+            return not any(s0 < en and keys[f.id] & ks for s0, ks in near if s0 >= st + d)
+
         avail = [c for c in CATEGORIES if by_cat[c]]
         chosen = None
         for c in _pick_category(r_pick, avail):
-            cand = [f for f in by_cat[c] if f.id not in used and not (keys[f.id] & busy)]
+            cand = [f for f in by_cat[c] if f.id not in used and free(f)]
             if cand:
-                chosen = cand[int(r_pick.integers(len(cand)))]
+                fit = [f for f in cand if need[f.id] <= d]
+                if not fit:   # none repairable in the drawn window: the quickest to repair, stretched
+                    lo = min(need[f.id] for f in cand)
+                    fit = [f for f in cand if need[f.id] == lo]
+                pick_from = fit
+                chosen = pick_from[int(r_pick.integers(len(pick_from)))]
                 break
         if chosen is None:
             continue
+        en = st + max(d, need[chosen.id])
         used.add(chosen.id)
         active.append((st, en, keys[chosen.id]))
         out.append(ScheduledFault(instance_id="", fault_id=chosen.id, start_s=st, end_s=en,

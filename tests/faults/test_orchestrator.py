@@ -103,3 +103,29 @@ def test_custom_windows():
     assert 20 <= len(s.faults) <= 40
     with pytest.raises(ValueError):
         build_schedule("online-boutique", 2, injection_s=0)
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_every_fault_window_is_long_enough_to_repair(app):
+    from faults.orchestrator import fault_min_durations
+
+    cat = load_catalogue(app)
+    need = fault_min_durations(app, cat)
+    for seed in range(5):
+        for f in build_schedule(app, seed, noise=False).faults:
+            assert f.duration_s >= need[f.fault_id], (seed, f)
+
+
+def test_repairable_minimum_follows_boot_time():
+    from apps import load_app
+    from faults.orchestrator import DETECT_S, HOLD_S, repairable_min_s
+
+    spec = load_app("train-ticket")
+    by_id = {f.id: f for f in load_catalogue("train-ticket")}
+    boot = 235.0  # ts-route-plan-service: readiness delay + JVM start-up
+    oom = repairable_min_s(by_id["tt-resource-ts-route-plan-service-memory-oom"], spec)
+    assert oom >= DETECT_S + boot + HOLD_S          # direct fault: no onset wait, repair boots new pods
+    code = [f for f in by_id.values() if f.category == "code" and f.target == "ts-route-plan-service"][0]
+    assert repairable_min_s(code, spec) == MAX_DURATION_S  # two boots (bad revision, rollback) hit the cap
+    ob = load_catalogue("online-boutique")
+    assert max(repairable_min_s(f, load_app("online-boutique")) for f in ob) < 400  # fast boots: short windows
