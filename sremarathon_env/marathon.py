@@ -79,8 +79,12 @@ class MarathonConfig(BaseModel):
 
 
 def _make_backend(cfg: MarathonConfig, metrics: bool = True):
+    if cfg.backend == "live":
+        from sremarathon_env.backends.kubernetes import KubernetesBackend
+
+        return KubernetesBackend(cfg.app, tick_s=cfg.tick_s)
     if cfg.backend != "sim":
-        raise ValueError(f"backend {cfg.backend!r} is not available in this build (only 'sim')")
+        raise ValueError(f"unknown backend {cfg.backend!r}: 'sim' (the twin) or 'live' (a Kubernetes cluster)")
     from sremarathon_env.backends.sim import SimBackend
 
     return SimBackend(cfg.app, cfg.seed, tick_s=cfg.tick_s, metrics=metrics)
@@ -311,10 +315,11 @@ class Marathon:
             "observation_s": float(cfg.observation_s), "n_invocations": self.n_invocations,
             "hold_s": cfg.hold_s, "grace_s": cfg.grace_s, "penalty_per_forbidden": cfg.penalty_per_forbidden,
             "versions": _versions(),
-            "config": {"noise": cfg.noise, "noise_rate": cfg.noise_rate},
+            "config": {"noise": cfg.noise, "noise_rate": cfg.noise_rate,
+                       "request_metrics": "modelled" if cfg.backend == "sim" else "unavailable"},
         })
         self._append("schedule", 0.0, self._schedule_record())
-        if cfg.reference_run:
+        if cfg.reference_run and cfg.backend == "sim":  # a live cluster cannot replay the no-action run
             ref = reference_evidence(cfg.model_copy(update={"bundle_dir": None}))
             self._append("reference", 0.0, {"policy": "noop", **ref})
         self.started = True
@@ -352,9 +357,8 @@ class Marathon:
         while t + cfg.tick_s <= t_end + 1e-9:
             t = round(t + cfg.tick_s, 6)
             ev, probes, events = self.driver.tick(t)
-            ticks.append((t, {"t": t, "entry": {"total": ev.total, "failed": ev.failed, "slow": ev.slow,
-                                                "degraded": ev.degraded},
-                              "faults": probes, "events": events}))
+            entry = {k: _count(getattr(ev, k)) for k in ("total", "failed", "slow", "degraded")}
+            ticks.append((t, {"t": t, "entry": entry, "faults": probes, "events": events}))
         self.now = t
         transitions = self.alert_engine.evaluate_until(t)
         by_t: dict[float, list] = {}
@@ -494,6 +498,12 @@ class Marathon:
             "workspace": self.ctx.workspace.list(),
             "last_results": [r.to_json() for r in self.last_results],
         }
+
+
+def _count(x: float) -> float:
+    """Entry counts as recorded: a backend without request-level telemetry (kwok) reports NaN, recorded as
+    0 (the run record's ``config.request_metrics`` says they are unavailable, so nothing reads them as real)."""
+    return 0.0 if x != x else float(x)
 
 
 def _split_call(item: Any) -> tuple[Any, Any]:
