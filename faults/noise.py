@@ -11,8 +11,12 @@ Kinds and base rates per hour of marathon (multiplied by ``rate``, 1.0 by defaul
   60-90 s gaps, so that error alerts with short ``for`` fire and resolve repeatedly. The pulses are
   recorded as separate events sharing ``params["group"]``.
 
-Events come from their own child stream of the run seed, so turning noise on or off never changes the
-fault schedule. `apply_noise` starts an event on a backend and returns handles; `end_noise` undoes it.
+Decoys: every change-driven fault (a code change delivered through the build pipeline) gets a
+``benign_deploy`` to the same service 1-4 minutes before or after it (``params["decoy_for"]`` names the
+fault instance), so the deploy history around a bad commit also holds innocent ones, as in production.
+
+Events come from their own child streams of the run seed (one for the base noise, one for the decoys),
+so turning noise on or off never changes the fault schedule. `apply_noise` starts an event on a backend and returns handles; `end_noise` undoes it.
 
 >>> ev = draw_noise("online-boutique", 3, catalogue_version="test", horizon_s=5400)
 >>> ev == draw_noise("online-boutique", 3, catalogue_version="test", horizon_s=5400)
@@ -67,8 +71,10 @@ def _services(app: str) -> tuple[list[str], list[str]]:
     return svcs, [p.name for p in spec.load.paths]
 
 
-def draw_noise(app: str, seed: int, *, catalogue_version: str, horizon_s: int, rate: float = 1.0) -> list[NoiseEvent]:
-    """Noise events for a run, sorted by start time then id."""
+def draw_noise(app: str, seed: int, *, catalogue_version: str, horizon_s: int, rate: float = 1.0,
+               decoy_for: list[tuple[str, int, str]] = ()) -> list[NoiseEvent]:
+    """Noise events for a run, sorted by start time then id. ``decoy_for`` lists (fault instance id,
+    start_s, service) of the change-driven faults that get a benign deploy next to them."""
     svcs, paths = _services(app)
     rng = np.random.default_rng(seed_sequence("noise", catalogue_version, app, seed))
     hours = horizon_s / 3600.0
@@ -102,6 +108,15 @@ def draw_noise(app: str, seed: int, *, catalogue_version: str, horizon_s: int, r
                     raw.append((t, kind, NoiseEvent(id="", kind=kind, start_s=t, end_s=t + on, service=svc,
                                                      params={"rate": r, "group": f"{kind}-{j}", "pulse": k})))
                     t += on + int(rng.integers(4, 7)) * 15
+    drng = np.random.default_rng(seed_sequence("decoys", catalogue_version, app, seed))
+    for iid, fstart, svc in decoy_for:
+        offset = int(drng.integers(60, 241)) * (1 if drng.random() < 0.5 else -1)
+        start = int(min(max(15, fstart + offset), horizon_s - 15))
+        raw.append((start, "benign_deploy", NoiseEvent(id="", kind="benign_deploy", start_s=start, end_s=start,
+                                                        service=svc, params={
+            "message": BENIGN_MESSAGES[int(drng.integers(len(BENIGN_MESSAGES)))],
+            "author": DEVELOPERS[int(drng.integers(len(DEVELOPERS)))],
+            "file_index": int(drng.integers(1 << 16)), "decoy_for": iid})))
     raw.sort(key=lambda x: (x[0], x[1], x[2].service or "", x[2].path or "", str(sorted(x[2].params.items()))))
     return [ev.model_copy(update={"id": f"N{i + 1:03d}"}) for i, (_, _, ev) in enumerate(raw)]
 

@@ -345,8 +345,11 @@ def build_schedule(app: str, seed: int, *, catalogue_version: str | None = None,
     if noise_rate < 0:
         raise ValueError("noise_rate must be >= 0")
     sched = schedule_faults(app, seed, faults, catalogue_version=version, injection_s=injection_s)
+    by_id = {f.id: f for f in faults}
+    decoys = [(sf.instance_id, sf.start_s, by_id[sf.fault_id].realisation.service) for sf in sched
+              if by_id[sf.fault_id].realisation.kind == "deploy" and by_id[sf.fault_id].realisation.files]
     events = draw_noise(app, seed, catalogue_version=version, horizon_s=injection_s + observation_s,
-                        rate=noise_rate) if noise and noise_rate > 0 else []
+                        rate=noise_rate, decoy_for=decoys) if noise and noise_rate > 0 else []
     return Schedule(app=app, seed=int(seed), catalogue_version=version, injection_s=injection_s,
                     observation_s=observation_s, noise_rate=float(noise_rate) if noise else 0.0,
                     faults=sched, noise=events)
