@@ -91,17 +91,22 @@ def changed_env_keys(diff: str) -> list[str]:
 class KeepPolicy(Policy):
     name = "keep"
 
-    def __init__(self, window_s: float = 240.0, lookback_s: float = 900.0):
+    def __init__(self, window_s: float = 240.0, lookback_s: float = 900.0, max_history_reads: int = 16):
         self.window_s = float(window_s)
         self.lookback_s = float(lookback_s)
-        self.options = {"window_s": self.window_s, "lookback_s": self.lookback_s}
+        self.max_history_reads = int(max_history_reads)
+        self.options = {"window_s": self.window_s, "lookback_s": self.lookback_s,
+                        "max_history_reads": self.max_history_reads}
 
     def reset(self, app: Any, seed: int) -> None:
         super().reset(app, seed)
         self.assigned: dict[str, str] = {}          # fingerprint -> incident id
         self.members: dict[str, set[str]] = {}      # incident id -> fingerprints
         self.root_open: dict[str, tuple[str, float]] = {}  # root -> (open incident id, opened at)
+        self.blamed: set[tuple[str, int]] = set()   # (service, revision) already reported as a cause
+        self.drained: set[str] = set()              # nodes this policy drained
         self.callees = {s: app.callees(s) for s in app.service_names}
+        self.upstream = {s: set(app.upstream_closure(s)) for s in app.service_names}
         self.roles = {s.name: s.role for s in app.services}
         self.nodes = {n.name: [s.name for s in app.services if s.node == n.name] for n in app.topology.nodes}
 
@@ -121,8 +126,34 @@ class KeepPolicy(Policy):
             if w:
                 by_workload.setdefault(w, []).append(a)
         failing = [s for s in self.app.service_names if s in by_workload]
-        # a node that is not ready explains the alerts of the services placed on it
-        down_nodes = sorted(w for w in by_workload if w in self.nodes)
+        self._history: dict[str, list[dict]] = {}
+        # 1. what changed? a recent revision of a failing service explains the alerts that started after it
+        order = sorted(failing, key=lambda s: (-len(by_workload[s]), s))[:self.max_history_reads]
+        for s in order:
+            cur, prev = self._recent_change(session, s, now)
+            if cur is None or (s, int(cur.get("revision") or 0)) in self.blamed:
+                continue
+            tc = float(cur.get("t") or 0.0)
+            radius = self.upstream.get(s, {s})
+            fps = sorted({fingerprint(a) for w in sorted(by_workload) if w in radius for a in by_workload[w]
+                          if fingerprint(a) not in self.assigned and _since(a) is not None and _since(a) >= tc})
+            if not fps:
+                continue
+            artifact, repair, why = self._change_diagnosis(s, cur, prev)
+            self.blamed.add((s, int(cur.get("revision") or 0)))
+            r = session.call("report_incident", {
+                "title": f"{s}: revision {cur.get('revision')} ({cur.get('change')}) broke its callers"[:200],
+                "alert_fingerprints": fps, "culprit_services": [s], "artifact": artifact, "summary": why[:1000]})
+            inc = incident_id_of(r)
+            if inc is None:
+                continue
+            self._assign(inc, fps)
+            self.root_open[s] = (inc, now)
+            if repair is not None:
+                tool, args = repair
+                session.call(tool, {**args, "incident_id": inc})
+        # 2. the rest: the deepest failing dependency (a node that is not ready explains its services)
+        down_nodes = sorted(w for w in by_workload if w in self.nodes and w not in self.drained)
         on_down = {s: n for n in down_nodes for s in self.nodes[n]}
         new_by_root: dict[str, list[dict]] = {}
         for w in sorted(by_workload):
@@ -159,7 +190,9 @@ class KeepPolicy(Policy):
             self.root_open[root] = (inc, now)
             if repair is not None:
                 tool, args = repair
-                session.call(tool, {**args, "incident_id": inc})
+                res = session.call(tool, {**args, "incident_id": inc})
+                if tool == "drain_node" and getattr(res, "ok", False):
+                    self.drained.add(root)
         return None
 
     def _assign(self, inc: str, fps: list[str]) -> None:
@@ -167,51 +200,74 @@ class KeepPolicy(Policy):
         for f in fps:
             self.assigned[f] = inc
 
-    # -- diagnosis --------------------------------------------------------------------------------
+    # -- deploy history ---------------------------------------------------------------------------
+    def _revisions(self, session: Any, service: str) -> list[dict]:
+        if service not in self._history:
+            hist = session.call("get_deploy_history", {"service": service, "include_diffs": True, "limit": 5})
+            self._history[service] = hist.result.get("revisions", []) if hist.ok and isinstance(hist.result, dict) else []
+        return self._history[service]
+
+    def _recent_change(self, session: Any, service: str, now: float):
+        """The current revision when it is a change made within the lookback, and the one before it."""
+        revs = self._revisions(session, service)
+        cur = next((r for r in reversed(revs) if r.get("current")), None)
+        if cur is None or cur.get("change") not in ("build", "config", "image", "resources"):
+            return None, None
+        if float(cur.get("t") or -1e18) < now - self.lookback_s:
+            return None, None
+        i = revs.index(cur)
+        return cur, (revs[i - 1] if i >= 1 else None)
+
+    def _change_diagnosis(self, s: str, cur: dict, prev: dict | None):
+        """(artifact, repair, why) for a change ``cur`` of service ``s``."""
+        spec = self.app.service(s)
+        diff = cur.get("diff") or ""
+        kind = cur.get("change")
+        back = ("rollback", {"service": s, **({"to_revision": int(prev["revision"])} if prev else {})})
+        msg = str(cur.get("message") or "")
+        if kind == "build":
+            paths = changed_paths(diff)
+            sha = str(cur.get("sha") or "")
+            art = sha if len(sha) >= 7 else (f"{s}:{paths[0]}" if paths else s)
+            return art, back, f"build {sha[:12]} ({msg}) changed {paths}; rolled back"
+        if kind == "config":
+            keys = changed_env_keys(diff)
+            if keys:
+                k = keys[0]
+                want = spec.env.get(k)
+                if want is None:
+                    want = next((kn.default for kn in spec.knobs if kn.key == k), None)
+                fix = ("set_config", {"target": s, "key": k, "value": want}) if want is not None else back
+                return f"{s}:{k}", fix, f"config push changed {keys}"
+            return f"{s}:config", back, f"config push: {msg}"
+        if kind == "image":
+            return f"{s}:image", back, f"image changed to {cur.get('image')}"
+        res = spec.resources
+        text = msg + "\n" + diff
+        if "mem" in text and res.mem_limit_mi:
+            return (f"{s}:resources.limits.memory", ("set_resources", {"service": s, "mem_limit_mi": res.mem_limit_mi}),
+                    f"resources change: {msg}")
+        if "cpu" in text and res.cpu_limit_m:
+            return (f"{s}:resources.limits.cpu", ("set_resources", {"service": s, "cpu_limit_m": res.cpu_limit_m}),
+                    f"resources change: {msg}")
+        return f"{s}:resources", back, f"resources change: {msg}"
+
+    # -- diagnosis without a recent change ---------------------------------------------------------
     def _diagnose(self, session: Any, root: str, alerts: list[dict], now: float):
         names = {alertname(a) for a in alerts}
         if root not in self.callees:  # a node
             return root, ("drain_node", {"node": root}), "node not ready"
         spec = self.app.service(root)
-        hist = session.call("get_deploy_history", {"service": root, "include_diffs": True, "limit": 5})
-        revs = hist.result.get("revisions", []) if hist.ok and isinstance(hist.result, dict) else []
-        cur = next((r for r in reversed(revs) if r.get("current")), revs[-1] if revs else None)
-        if cur is not None and len(revs) >= 2 and float(cur.get("t") or 0) >= now - self.lookback_s \
-                and cur.get("change") in ("build", "config", "image", "resources"):
-            prev = revs[revs.index(cur) - 1] if revs.index(cur) >= 1 else None
-            diff = cur.get("diff") or ""
-            kind = cur.get("change")
-            back = ("rollback", {"service": root, **({"to_revision": int(prev["revision"])} if prev else {})})
-            if kind == "build":
-                paths = changed_paths(diff)
-                art = f"{root}:{paths[0]}" if paths else str(cur.get("sha") or root)
-                return art, back, f"recent build {cur.get('sha')} ({cur.get('message')}) changed {paths}"
-            if kind == "config":
-                keys = changed_env_keys(diff)
-                if keys:
-                    k = keys[0]
-                    default = next((kn.default for kn in spec.knobs if kn.key == k), None)
-                    fix = ("set_config", {"target": root, "key": k, "value": default}) if default is not None else back
-                    return f"{root}:{k}", fix, f"recent config push changed {keys}"
-                return f"{root}:config", back, "recent config push"
-            if kind == "image":
-                tag = str(cur.get("image") or "").rpartition(":")[2]
-                return f"{root}:{tag}", back, f"recent image change to {cur.get('image')}"
-            if kind == "resources":
-                msg = str(cur.get("message") or "")
-                res = spec.resources
-                if "mem_limit" in msg and res.mem_limit_mi:
-                    return (f"{root}:resources.limits.memory",
-                            ("set_resources", {"service": root, "mem_limit_mi": res.mem_limit_mi}), msg)
-                if "cpu_limit" in msg and res.cpu_limit_m:
-                    return (f"{root}:resources.limits.cpu",
-                            ("set_resources", {"service": root, "cpu_limit_m": res.cpu_limit_m}), msg)
-        if "ServiceHasNoEndpoints" in names:
+        res = spec.resources
+        if names & {"ServiceHasNoEndpoints", "DeploymentUnavailable", "KubeDeploymentReplicasMismatch"}:
             dep = session.call("kubectl_get", {"kind": "deployment", "name": root, "output": "json"})
             desired = _desired_replicas(dep.result) if dep.ok else None
             if desired == 0:
                 return f"{root}:replicas", ("scale", {"service": root, "replicas": max(1, spec.replicas)}), \
                     "deployment scaled to zero"
+        if any("OOM" in n or "Memory" in n for n in names) and res.mem_limit_mi:
+            return root, ("set_resources", {"service": root, "mem_limit_mi": int(res.mem_limit_mi * 3)}), \
+                "memory hog in the pods: OOM kills with the limit as specified; raise the limit"
         if self.roles.get(root) in ("datastore", "broker", "cache", "database"):
             if names & {"KubePodCrashLooping", "PodRestartingFrequently"}:
                 what = "down"
@@ -221,6 +277,11 @@ class KeepPolicy(Policy):
                 what = "auth-revoked"
             return f"{root}:{what}", ("restart", {"service": root}), f"datastore {what}"
         return root, ("restart", {"service": root}), "pods of the deepest failing service"
+
+
+def _since(a: dict[str, Any]) -> float | None:
+    v = a.get("firing_since")
+    return None if v is None else float(v)
 
 
 def _desired_replicas(result: Any) -> int | None:

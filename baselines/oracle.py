@@ -10,7 +10,8 @@ credit correct work. Per invocation, for each injected fault that is still live 
 2. report one incident citing those alerts with the exact culprit services and the canonical artifact;
 3. apply the fault's first repair option citing that incident (a rollback goes to the revision that was
    current before the fault); when an option is refused or fails, the next one is tried next time. A load
-   fault whose options are all ``scale`` (the tiers of one scale-out) gets all of them at once.
+   fault whose options are all ``scale`` (the tiers of one scale-out) gets all of them at once; a tier
+   this policy already scaled out for an earlier load fault gets the new fault's increment on top.
 
 >>> OraclePolicy().name
 'oracle'
@@ -67,6 +68,15 @@ class OraclePolicy(Policy):
         self.incident: dict[str, str] = {}      # instance id -> incident id
         self.next_option: dict[str, int] = {}   # instance id -> index of the repair option to try
         self.repaired: set[str] = set()
+        self.scaled: dict[str, int] = {}        # service -> replicas this policy last set for load faults
+
+    def _replicas(self, args: dict[str, Any]) -> int:
+        s, want = args["service"], int(args["replicas"])
+        prev = self.scaled.get(s)
+        if prev is None:
+            return want
+        base = max(1, self.app.service(s).replicas)
+        return max(want, min(prev + max(0, want - base), 50))
 
     def act(self, session: Any) -> None:
         truth = session.oracle_ground_truth_TEST_ONLY()
@@ -93,7 +103,12 @@ class OraclePolicy(Policy):
                 self.incident[iid] = inc
             if all(o.tool == "scale" for o in fault.repairs) and len(fault.repairs) > 1:
                 # a load fault: its scale options are the tiers of one scale-out, applied together
-                results = [session.call("scale", {**o.args, "incident_id": inc}) for o in fault.repairs]
+                # overlapping load faults on one tier add up: each adds its own increment over the model
+                results = [session.call("scale", {**o.args, "replicas": self._replicas(o.args), "incident_id": inc})
+                           for o in fault.repairs]
+                for o, r in zip(fault.repairs, results):
+                    if r.ok:
+                        self.scaled[o.args["service"]] = int(self._replicas(o.args))
                 if any(r.error is not None and r.error.type == "budget_exhausted" for r in results):
                     return None
                 self.repaired.add(iid)

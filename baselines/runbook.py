@@ -1,12 +1,14 @@
 """The runbook policy: a fixed table from alert rule to action, applied per workload.
 
-Firing alerts are grouped by workload (the service or node their labels name). For each workload
-without an open incident, the rule of highest rank among its firing alerts picks the row of
-`RUNBOOK`: a rule that names a broken object (an OOM kill, an image pull failure, a node that is not
+Firing alerts are grouped by workload (the service or node their labels name) and, within it, by the
+runbook entry their rule maps to. For each group without an open incident, the rule of highest rank
+picks the row of `RUNBOOK`: a rule that names a broken object (an OOM kill, an image pull failure, a node that is not
 ready, a Service without endpoints) outranks a symptom rule (error rate, latency). The policy reports
-one incident for the workload with the workload as culprit and the row's fault category as the root
+one incident for the group with the workload as culprit and the row's fault category as the root
 cause (``<workload>:<artifact>``), then runs the row's action once, citing it. Later alerts of the
-same workload join its open incident; the incident is resolved once none of its alerts fires.
+same workload and runbook entry join that entry's open incident (a different entry firing on the workload
+opens its own ticket and runs its own action); a node entry's ticket also lists the alerts of the
+workloads placed on the node. An incident is resolved once none of its alerts fires.
 
 >>> RUNBOOK["PodOOMKilled"].rank > RUNBOOK["ServiceErrorRateHigh"].rank
 True
@@ -113,52 +115,65 @@ class RunbookPolicy(Policy):
 
     def reset(self, app: Any, seed: int) -> None:
         super().reset(app, seed)
-        self.open: dict[str, str] = {}          # workload -> open incident id
-        self.members: dict[str, set[str]] = {}  # incident id -> fingerprints
+        self.open: dict[tuple[str, str], str] = {}   # (workload, row key) -> open incident id
+        self.members: dict[str, set[str]] = {}       # incident id -> fingerprints
+        self.placed = {n.name: [s.name for s in app.services if s.node == n.name] for n in app.topology.nodes}
 
     def act(self, session: Any) -> None:
         obs = session.observation()
         fire = firing(obs)
         firing_fps = {fingerprint(a) for a in fire}
         # resolve incidents whose alerts all stopped firing
-        for w, inc in sorted(self.open.items()):
+        for key, inc in sorted(self.open.items()):
             if not (self.members.get(inc, set()) & firing_fps):
                 session.call("resolve_incident", {"incident_id": inc, "summary": "alerts cleared"})
-                del self.open[w]
+                del self.open[key]
         groups: dict[str, list[dict]] = {}
         for a in fire:
             w = workload_of(self.app, a)
             if w:
                 groups.setdefault(w, []).append(a)
         for w in sorted(groups):
-            alerts = groups[w]
-            fps = sorted({fingerprint(a) for a in alerts})
-            inc = self.open.get(w)
-            if inc is not None:
-                new = [f for f in fps if f not in self.members[inc]]
-                if new:
-                    r = session.call("update_incident", {"incident_id": inc, "add_alert_fingerprints": new})
-                    if r.ok:
-                        self.members[inc].update(new)
-                continue
-            row = max((RUNBOOK.get(alertname(a), DEFAULT) for a in alerts), key=lambda r: r.rank)
-            top = max(alerts, key=lambda a: RUNBOOK.get(alertname(a), DEFAULT).rank)
-            nodes = {n.name for n in self.app.topology.nodes}
-            culprits = [s.name for s in self.app.services if s.node == w] if w in nodes else [w]
-            r = session.call("report_incident", {
-                "title": f"{alertname(top)} on {w}", "alert_fingerprints": fps, "culprit_services": culprits,
-                "artifact": f"{w}:{row.artifact}" if row.artifact else w,
-                "summary": f"runbook: {alertname(top)} -> {row.category}"})
-            inc = incident_id_of(r)
-            if inc is None:
-                continue
-            self.open[w] = inc
-            self.members[inc] = set(fps)
-            try:
-                act = row.action(self.app, w)
-            except KeyError:  # a node or unknown workload where the row wants a service
-                act = None
-            if act is not None:
-                tool, args = act
-                session.call(tool, {**args, "incident_id": inc})
+            # one ticket per (workload, runbook entry): each entry's alerts join its ticket
+            by_row: dict[tuple[str, str], list[dict]] = {}
+            for a in groups[w]:
+                row = RUNBOOK.get(alertname(a), DEFAULT)
+                by_row.setdefault((row.category, row.artifact), []).append(a)
+            for rk in sorted(by_row, key=lambda k: -max(RUNBOOK.get(alertname(a), DEFAULT).rank for a in by_row[k])):
+                self._handle(session, w, rk, by_row[rk], groups)
         return None
+
+    def _handle(self, session: Any, w: str, rk: tuple[str, str], alerts: list[dict], groups: dict) -> None:
+        fps = sorted({fingerprint(a) for a in alerts})
+        inc = self.open.get((w, *rk))
+        if inc is not None:
+            new = [f for f in fps if f not in self.members[inc]]
+            if new:
+                r = session.call("update_incident", {"incident_id": inc, "add_alert_fingerprints": new})
+                if r.ok:
+                    self.members[inc].update(new)
+            return
+        row = max((RUNBOOK.get(alertname(a), DEFAULT) for a in alerts), key=lambda r: r.rank)
+        top = max(alerts, key=lambda a: RUNBOOK.get(alertname(a), DEFAULT).rank)
+        if w in self.placed:
+            # a node entry: the ticket lists the node's workloads and their alerts too
+            culprits = list(self.placed[w])
+            fps = sorted(set(fps) | {fingerprint(a) for s in culprits for a in groups.get(s, [])})
+        else:
+            culprits = [w]
+        r = session.call("report_incident", {
+            "title": f"{alertname(top)} on {w}", "alert_fingerprints": fps[:200], "culprit_services": culprits,
+            "artifact": f"{w}:{row.artifact}" if row.artifact else w,
+            "summary": f"runbook: {alertname(top)} -> {row.category}"})
+        inc = incident_id_of(r)
+        if inc is None:
+            return
+        self.open[(w, *rk)] = inc
+        self.members[inc] = set(fps)
+        try:
+            act = row.action(self.app, w)
+        except KeyError:  # a node or unknown workload where the row wants a service
+            act = None
+        if act is not None:
+            tool, args = act
+            session.call(tool, {**args, "incident_id": inc})
