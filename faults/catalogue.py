@@ -486,7 +486,7 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                 continue
             g.add(tpl, f"{n.name}-down", target=svc[0], culprits=sorted(on),
                   artifact=Artifact(kind="node", canonical=n.name, aliases=[f"node/{n.name}", f"{n.name} ({n.zone})"]),
-                  scope=_scope(app, *on), probe=Probe(kind="service_ready_min", service=svc[0],
+                  scope=[n.name, n.zone, *_scope(app, *on)], probe=Probe(kind="service_ready_min", service=svc[0],
                                                       threshold=max(1, app.service(svc[0]).replicas)),
                   repairs=[RepairOption(tool="drain_node", args={"node": n.name})], description=desc(target=n.name),
                   realisation=Realisation(kind="effects", effects=[Effect(kind="node_down", node=n.name)]))

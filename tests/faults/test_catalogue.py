@@ -38,7 +38,13 @@ def test_faults_are_internally_consistent(app):
     nodes = {n.name for n in spec.topology.nodes}
     for f in load_catalogue(app):
         assert f.app == app
-        assert f.target in names and set(f.culprits) <= names and set(f.scope) <= names, f.id
+        assert f.target in names and set(f.culprits) <= names, f.id
+        if f.category == "node":  # a node fault's scope also holds its node and zone (NodeNotReady carries `node`)
+            node = f.artifact.canonical
+            zone = next(n.zone for n in spec.topology.nodes if n.name == node)
+            assert {node, zone} <= set(f.scope) and set(f.scope) <= names | {node, zone}, f.id
+        else:
+            assert set(f.scope) <= names, f.id
         assert f.artifact.matches(f.artifact.canonical)
         assert f.conflict_keys()
         for r in f.repairs:
