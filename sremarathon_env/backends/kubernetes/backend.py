@@ -39,7 +39,6 @@ import copy
 import hashlib
 import json
 import math
-import re
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -48,6 +47,7 @@ from apps import load_app
 from apps.manifests import container_json, manifests
 from apps.spec import AppSpec
 from faults.effects import Effect
+from sremarathon_env.backends.arguments import KIND_PLURALS, env_key_error, merge_resources
 from sremarathon_env.backends.base import EntryEvidence, OpResult
 from sremarathon_env.backends.kubernetes.rest import MERGE, ApiError, KubeRest
 from sremarathon_env.backends.kubernetes.stages import FAULT_ANNOTATION, HEALED, NODE_FAULT_LABEL
@@ -57,17 +57,7 @@ CHANGE_CAUSE = "kubernetes.io/change-cause"
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 MAX_REPLICAS = 50
 EXPRESSIBLE = {"crash", "not_ready", "pod_kill", "node_down", "no_endpoints", "memory_hog"}
-_PLURAL = {
-    "pod": "pods", "pods": "pods", "po": "pods",
-    "deployment": "deployments", "deployments": "deployments", "deploy": "deployments",
-    "replicaset": "replicasets", "replicasets": "replicasets", "rs": "replicasets",
-    "service": "services", "services": "services", "svc": "services",
-    "endpoints": "endpoints", "endpoint": "endpoints", "ep": "endpoints",
-    "node": "nodes", "nodes": "nodes", "no": "nodes",
-    "configmap": "configmaps", "configmaps": "configmaps", "cm": "configmaps",
-    "resourcequota": "resourcequotas", "resourcequotas": "resourcequotas", "quota": "resourcequotas",
-    "event": "events", "events": "events", "ev": "events",
-}
+_PLURAL = KIND_PLURALS
 
 
 def expressible(effect: Effect) -> bool:
@@ -599,8 +589,8 @@ class KubernetesBackend:
             return OpResult(True, f"configmap/{target} {key} updated", {"key": key})
         if self._dep(target) is None:
             return OpResult(False, f"unknown config target {target!r}: not a deployment or config map")
-        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key or ""):
-            return OpResult(False, f"invalid environment variable name {key!r}")
+        if env_key_error(key):
+            return OpResult(False, env_key_error(key))
         shown = f"{key}-" if value is None else f"{key}={value}"
         return self.deploy(target, message=f"kubectl set env deployment/{target} {shown}", author="kubectl",
                            env={key: value})
@@ -610,23 +600,11 @@ class KubernetesBackend:
         dep = self._dep(service)
         if dep is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
-        changes = {"cpu_request_m": cpu_request_m, "cpu_limit_m": cpu_limit_m, "mem_request_mi": mem_request_mi,
-                   "mem_limit_mi": mem_limit_mi}
-        changes = {k: v for k, v in changes.items() if v is not None}
-        if not changes:
-            return OpResult(False, "no resource given")
-        for k, v in changes.items():
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or v > 64000:
-                return OpResult(False, f"{k} must be a positive integer, got {v!r}")
-        res = dict(self._res(dep["spec"]["template"]), **changes)
-        for kind, unit in (("cpu", "m"), ("mem", "mi")):
-            rk, lk = f"{kind}_request_{unit}", f"{kind}_limit_{unit}"
-            if lk in changes and rk not in changes and res.get(rk) is not None and res[rk] > res[lk]:
-                res[rk] = res[lk]
-        for kind, unit in (("cpu", "m"), ("mem", "mi")):
-            req, lim = res.get(f"{kind}_request_{unit}"), res.get(f"{kind}_limit_{unit}")
-            if req is not None and lim is not None and req > lim:
-                return OpResult(False, f"spec.containers[0].resources.requests: Invalid value: {kind} request {req} must be less than or equal to {kind} limit {lim}")
+        res, changes, error = merge_resources(self._res(dep["spec"]["template"]), cpu_request_m=cpu_request_m,
+                                              cpu_limit_m=cpu_limit_m, mem_request_mi=mem_request_mi,
+                                              mem_limit_mi=mem_limit_mi)
+        if error:
+            return OpResult(False, error)
         svc = self.app.service(service)
 
         def mutate(tpl: dict) -> None:

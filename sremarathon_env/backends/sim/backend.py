@@ -23,6 +23,7 @@ import numpy as np
 from apps import load_app
 from apps.spec import AppSpec
 from faults.effects import Effect
+from sremarathon_env.backends.arguments import env_key_error, merge_resources
 from sremarathon_env.backends.base import EntryEvidence, OpResult
 from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
@@ -252,6 +253,7 @@ class SimBackend:
         rows[:, 7] = self.ready_count
         rows[:, 8] = self._desired
         rows[:, 9] = self._restarts
+        rows[:, 10:12] = self._svc_in(np.stack([out.edge_own_fail, out.edge_rate * out.edge_own_lat], axis=1))
         self.history.record(k0, out, self.ready_count, self.res.edge_reason, self.inputs.e_app, rows)
         if over[-1].any():
             Tk = (k0 + Kc - 1) * self.tick_s
@@ -709,8 +711,8 @@ class SimBackend:
         dep = self._dep(target)
         if dep is None:
             return OpResult(False, f"unknown config target {target!r}: not a deployment or config map")
-        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key or ""):
-            return OpResult(False, f"invalid environment variable name {key!r}")
+        if env_key_error(key):
+            return OpResult(False, env_key_error(key))
         shown = f"{key}-" if value is None else f"{key}={value}"
         return self.deploy(target, message=f"kubectl set env deployment/{target} {shown}", author="kubectl",
                            env={key: value})
@@ -720,27 +722,12 @@ class SimBackend:
         dep = self._dep(service)
         if dep is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
-        changes = {"cpu_request_m": cpu_request_m, "cpu_limit_m": cpu_limit_m, "mem_request_mi": mem_request_mi,
-                   "mem_limit_mi": mem_limit_mi}
-        changes = {k: v for k, v in changes.items() if v is not None}
-        if not changes:
-            return OpResult(False, "no resource given")
-        for k, v in changes.items():
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0 or v > 64000:
-                return OpResult(False, f"{k} must be a positive integer, got {v!r}")
         cur = dep.current
-        res = dict(cur.template["resources"], **{k: int(v) for k, v in changes.items()})
-        # a limit given alone below the current request pulls the request down with it (the request
-        # would otherwise be rejected as larger than the limit)
-        for kind, unit in (("cpu", "m"), ("mem", "mi")):
-            rk, lk = f"{kind}_request_{unit}", f"{kind}_limit_{unit}"
-            if lk in changes and rk not in changes and res.get(rk) is not None and res[rk] > res[lk]:
-                res[rk] = res[lk]
-        for kind in ("cpu", "mem"):
-            unit = "m" if kind == "cpu" else "mi"
-            req, lim = res.get(f"{kind}_request_{unit}"), res.get(f"{kind}_limit_{unit}")
-            if req is not None and lim is not None and req > lim:
-                return OpResult(False, f"spec.containers[0].resources.requests: Invalid value: {kind} request {req} must be less than or equal to {kind} limit {lim}")
+        res, changes, error = merge_resources(cur.template["resources"], cpu_request_m=cpu_request_m,
+                                              cpu_limit_m=cpu_limit_m, mem_request_mi=mem_request_mi,
+                                              mem_limit_mi=mem_limit_mi)
+        if error:
+            return OpResult(False, error)
         template = dict(cur.template, resources=res)
         meta = dict(self.meta_of(cur), message=f"kubectl set resources deployment/{service} "
                     + ",".join(f"{k}={v}" for k, v in sorted(changes.items())), author="kubectl", t=self._now,
@@ -842,11 +829,15 @@ class SimBackend:
         k = self._tick_at(at)
         row = self.history.svc[:, k, s]
         rate, fail, lat_w, sig_w, rho = (float(x) for x in row[:5])
+        own_fail, own_lat_w = float(row[10]), float(row[11])
         lat = lat_w / rate if rate > 0 else 0.0
         sig = sig_w / rate if rate > 0 else 0.45
+        p95 = math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig)
         out = {"ready": float(row[7]), "desired": float(row[8]),
                "error_ratio": fail / rate if rate > 0 else 0.0,
-               "p95_ms": lat * math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig) if rate > 0 else 0.0,
+               "p95_ms": lat * p95 if rate > 0 else 0.0,
+               "own_error_ratio": own_fail / rate if rate > 0 else 0.0,
+               "own_p95_ms": own_lat_w / rate * p95 if rate > 0 else 0.0,
                "rate": rate, "cpu_util": rho if math.isfinite(rho) else 0.0,
                "mem_util": float(row[5]), "restarts": float(row[9])}
         if s in self._lag_callee:
@@ -886,9 +877,12 @@ class SimBackend:
         e = self.m.edge_index.get((caller, callee))
         if e is None:
             return {}
-        rate, fail, lat, s = (float(x) for x in self.history.edge[:, self._tick_at(at), e])
+        rate, fail, lat, s, own_fail, own_lat = (float(x) for x in self.history.edge[:, self._tick_at(at), e])
+        p95 = math.exp(-0.5 * s * s + 1.6448536269514722 * s)
         return {"rate": rate, "error_ratio": fail / rate if rate > 0 else 0.0,
-                "p95_ms": lat * math.exp(-0.5 * s * s + 1.6448536269514722 * s) if rate > 0 else 0.0}
+                "p95_ms": lat * p95 if rate > 0 else 0.0,
+                "own_error_ratio": own_fail / rate if rate > 0 else 0.0,
+                "own_p95_ms": own_lat * p95 if rate > 0 else 0.0}
 
     def deployment_spec(self, service: str) -> dict[str, Any] | None:
         """The Deployment's current pod template and replicas, as plain values (None: unknown service)."""

@@ -8,22 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sremarathon_env.backends.arguments import KIND_PLURALS
 from sremarathon_env.backends.sim.util import iso, suffix
 
 if TYPE_CHECKING:  # pragma: no cover
     from sremarathon_env.backends.sim.backend import SimBackend
 
-KINDS = {
-    "pod": "pods", "pods": "pods", "po": "pods",
-    "deployment": "deployments", "deployments": "deployments", "deploy": "deployments",
-    "replicaset": "replicasets", "replicasets": "replicasets", "rs": "replicasets",
-    "service": "services", "services": "services", "svc": "services",
-    "endpoints": "endpoints", "endpoint": "endpoints", "ep": "endpoints",
-    "node": "nodes", "nodes": "nodes", "no": "nodes",
-    "configmap": "configmaps", "configmaps": "configmaps", "cm": "configmaps",
-    "resourcequota": "resourcequotas", "resourcequotas": "resourcequotas", "quota": "resourcequotas",
-    "event": "events", "events": "events", "ev": "events",
-}
+KINDS = KIND_PLURALS
 
 
 def _uid(sim: "SimBackend", *keys: object) -> str:
