@@ -312,49 +312,43 @@ class SREMarathonEnv(gym.Env):
             "last_error": self._last_error,
         }
 
-    def _alerts_newest_first(self):
-        """(state, cache key, thunk giving the alert dict) of the cumulative history, newest first."""
-        for d in reversed([alert_dict(a) for a in self.marathon.alert_engine.history()]):
-            key = (d.get("fingerprint"), d.get("alertname"), d.get("state"), d.get("value"), d.get("episodes"),
-                   _first(d, "active_at", "started_at"), _first(d, "resolved_at", "ended_at"),
-                   _first(d, "first_firing_at", "fired_at"))
-            yield d.get("state"), key, (lambda d=d: d)
+    def _alert_entries(self) -> list[tuple[str | None, str]]:
+        """(state, JSON text) of every alert of the cumulative history, oldest first. A text is encoded
+        once per change of its alert: the engine's revisions (``history_entries``) key the cache."""
+        eng = self.marathon.alert_engine
+        cache = self._alert_cache
+        entries = getattr(eng, "history_entries", None)
+        if entries is None:   # an engine without revisions: encode every alert (same texts)
+            return [(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())]
+        out = []
+        for key, rev, d in entries():
+            hit = cache.get(key)
+            if hit is None or hit[0] != rev:
+                hit = cache[key] = (rev, d.get("state"), dumps(d))
+            out.append((hit[1], hit[2]))
+        return out
 
     def _alerts_json(self) -> str:
         """The cumulative alert history as a JSON list, oldest first, at most ``max_alert_chars``:
         every pending or firing alert is kept; the oldest resolved ones are left out first, counted in
         a leading ``{"omitted_resolved": n}``."""
         cap = self.caps["alerts"]
-        cache = self._alert_cache
-
-        def text_of(key: Any, make: Any) -> str:
-            t = cache.get(key)
-            if t is None:
-                t = cache[key] = dumps(make())
-            return t
-
-        entries = list(self._alerts_newest_first())
-        texts: list[str | None] = [None] * len(entries)
-        size = 2
-        for i, (state, key, make) in enumerate(entries):   # every pending or firing alert first
-            if state in ("pending", "firing"):
-                texts[i] = text_of(key, make)
-                size += len(texts[i]) + 1
+        entries = self._alert_entries()
+        keep = [state in ("pending", "firing") for state, _ in entries]
+        size = 2 + sum(len(t) + 1 for (_, t), k in zip(entries, keep) if k)   # every pending or firing alert
         room = cap - 40  # space for the marker
-        omitted, full = 0, False
-        for i, (state, key, make) in enumerate(entries):   # then resolved ones, newest first, while room
-            if texts[i] is not None:
+        omitted = 0
+        for i in range(len(entries) - 1, -1, -1):   # then resolved ones, newest first, while room
+            if keep[i]:
                 continue
-            if not full:
-                t = text_of(key, make)
-                if size + len(t) + 1 <= room:
-                    texts[i] = t
-                    size += len(t) + 1
-                    continue
-                full = True
-            omitted += 1
-        kept = [t for t in texts if t is not None]
-        kept.reverse()
+            n = len(entries[i][1]) + 1
+            if size + n <= room:
+                keep[i] = True
+                size += n
+                continue
+            omitted = sum(1 for k in keep[:i + 1] if not k)   # this one and every older resolved one
+            break
+        kept = [t for (_, t), k in zip(entries, keep) if k]
         if omitted:
             kept.insert(0, dumps({"omitted_resolved": omitted}))
         return bounded_json_list(kept, cap)
@@ -425,13 +419,6 @@ class SREMarathonEnv(gym.Env):
                 m.end_invocation(op[1], op[2])
                 if not m.advance_to_next_invocation():
                     m.finish()
-
-
-def _first(d: dict, *keys: str) -> Any:
-    for k in keys:
-        if k in d:
-            return d[k]
-    return None
 
 
 def render_text(raw: dict[str, Any], max_chars: int = 24000, tool_names: list[str] | None = None) -> str:

@@ -77,6 +77,11 @@ class _Alert:
     sample_labels: dict = field(default_factory=dict)
     #: (rule, sample labels, value) of the latest evaluation: annotations are rendered when read
     ann_src: tuple | None = None
+    #: bumped at every change of the alert (`AlertEngine.history_entries` readers cache by it)
+    rev: int = 0
+    #: `to_dict` of revision ``_d_rev`` (shared with internal readers, never handed out to callers)
+    _d: dict | None = field(default=None, repr=False, compare=False)
+    _d_rev: int = field(default=-1, repr=False, compare=False)
 
     def annotations_now(self) -> dict:
         if self.ann_src is not None:
@@ -84,6 +89,13 @@ class _Alert:
             self.annotations = rule.render_annotations(sample, value)
             self.ann_src = None
         return self.annotations
+
+    def shared_dict(self) -> dict:
+        """`to_dict`, cached until the alert changes (``rev``); callers must not mutate it."""
+        if self._d_rev != self.rev:
+            self._d = self.to_dict()
+            self._d_rev = self.rev
+        return self._d
 
     def to_dict(self) -> dict:
         return {
@@ -119,6 +131,7 @@ class AlertEngine:
         self._active: dict[tuple[int, str], _Alert] = {}
         self._history: dict[tuple[int, str], _Alert] = {}
         self._order: list[tuple[int, str]] = []
+        self._sorted_keys: list[tuple[int, str]] = []
         self.errors: list[dict] = []
         # the compiled plan needs the default (generous) limits: with custom limits every rule goes
         # through the generic evaluator, which enforces them per query
@@ -193,6 +206,7 @@ class AlertEngine:
                 v = float(vals[-1])
                 a.value = v
                 a.ann_src = (rule, a.sample_labels, v)
+                a.rev += 1
                 continue
             for k, t_ms in enumerate(times):
                 a = self._active.get(key)
@@ -202,6 +216,7 @@ class AlertEngine:
                     if a is not None and a.state != "inactive":
                         a.value = v
                         a.ann_src = (rule, a.sample_labels, v)
+                        a.rev += 1
                     else:
                         lb, sample = info[fp]
                         h = self._history.get(key)
@@ -215,12 +230,14 @@ class AlertEngine:
                             a.state, a.active_at_ms, a.value = "pending", t_ms, v
                             a.ann_src = (rule, dict(sample), v)
                             a.episodes += 1
+                            a.rev += 1
                         self._active[key] = a
                         self._n_active[ri] += 1
                         out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
                         seq += 1
                     if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
                         a.state = "firing"
+                        a.rev += 1
                         a.firing_ms = t_ms
                         if a.first_firing_ms is None:
                             a.first_firing_ms = t_ms
@@ -229,6 +246,7 @@ class AlertEngine:
                 elif a is not None and a.state != "inactive":
                     was = a.state
                     a.state = "inactive"
+                    a.rev += 1
                     if was == "firing":
                         a.resolved_ms = t_ms
                     out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp,
@@ -239,12 +257,35 @@ class AlertEngine:
 
     def active(self) -> list[dict]:
         """Alerts now pending or firing, sorted by (alertname, fingerprint)."""
-        return sorted((a.to_dict() for a in self._active.values()), key=lambda d: (d["alertname"], d["fingerprint"]))
+        out = []
+        for a in self._active.values():
+            d = a.shared_dict()
+            out.append({**d, "labels": dict(d["labels"]), "annotations": dict(d["annotations"])})
+        return sorted(out, key=lambda d: (d["alertname"], d["fingerprint"]))
 
     def firing(self) -> list[dict]:
         return [a for a in self.active() if a["state"] == "firing"]
 
+    def _history_keys(self) -> list[tuple[int, str]]:
+        """History keys by (first pending time, rule order, fingerprint); re-sorted only when alerts were added
+        (first pending times never change)."""
+        if len(self._sorted_keys) != len(self._order):
+            h = self._history
+            self._sorted_keys = sorted(self._order, key=lambda k: (h[k].first_pending_ms, k[0], k[1]))
+        return self._sorted_keys
+
     def history(self) -> list[dict]:
-        """Every alert ever raised (pending at least once), by first pending time, rule order, fingerprint."""
-        keys = sorted(self._order, key=lambda k: (self._history[k].first_pending_ms, k[0], k[1]))
-        return [self._history[k].to_dict() for k in keys]
+        """Every alert ever raised (pending at least once), by first pending time, rule order, fingerprint.
+        Fresh dicts (the caller may change them); built from per-alert caches kept until an alert changes."""
+        h = self._history
+        out = []
+        for k in self._history_keys():
+            d = h[k].shared_dict()
+            out.append({**d, "labels": dict(d["labels"]), "annotations": dict(d["annotations"])})
+        return out
+
+    def history_entries(self) -> list[tuple[tuple[int, str], int, dict]]:
+        """(key, revision, dict) of every alert of `history`, in its order, for internal readers that cache
+        per alert: the revision changes whenever the alert does; the dicts are SHARED, read-only by contract."""
+        h = self._history
+        return [(k, h[k].rev, h[k].shared_dict()) for k in self._history_keys()]

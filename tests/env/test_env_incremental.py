@@ -1,0 +1,74 @@
+"""The env's incremental observation pieces equal a from-scratch computation at every step.
+
+The alert texts are cached per alert revision (`AlertEngine.history_entries`); these tests rebuild
+the alert JSON from a fresh `AlertEngine.history()` with the plain algorithm and compare texts.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import sremarathon_env  # noqa: F401
+from sremarathon_env.env import bounded_json_list, dumps
+from sremarathon_env.registration import IDS
+
+
+def reference_alerts_json(history: list[dict], cap: int) -> str:
+    """Every pending/firing alert, then resolved ones newest first while they fit, oldest first."""
+    texts = [dumps(d) for d in history]
+    keep = [d.get("state") in ("pending", "firing") for d in history]
+    size = 2 + sum(len(t) + 1 for t, k in zip(texts, keep) if k)
+    omitted, full = 0, False
+    for i in range(len(history) - 1, -1, -1):
+        if keep[i]:
+            continue
+        if not full and size + len(texts[i]) + 1 <= cap - 40:
+            keep[i] = True
+            size += len(texts[i]) + 1
+            continue
+        full = True
+        omitted += 1
+    kept = [t for t, k in zip(texts, keep) if k]
+    if omitted:
+        kept.insert(0, dumps({"omitted_resolved": omitted}))
+    return bounded_json_list(kept, cap)
+
+
+@pytest.mark.parametrize("cap", [4000, 20000, 65536])
+def test_alert_json_matches_fresh_history_each_step(cap):
+    env = gym.make(IDS["online-boutique"], injection_s=1800, observation_s=240, max_alert_chars=cap,
+                   reference_run=False).unwrapped
+    obs, _ = env.reset(seed=3)
+    truncated_seen = 0
+    while True:
+        eng = env.marathon.alert_engine
+        hist = eng.history()
+        assert obs["alerts_json"] == reference_alerts_json(hist, cap)
+        truncated_seen += '"omitted_' in obs["alerts_json"]
+        # the shared dicts equal fresh ones, in the same order
+        assert [d for _, _, d in eng.history_entries()] == [a.to_dict() for a in
+                                                             sorted(eng._history.values(),
+                                                                    key=lambda a: (a.first_pending_ms, a.rule, a.fingerprint))]
+        obs, _, _, trunc, _ = env.step("[]")
+        if trunc:
+            break
+    assert env.marathon.alert_engine.history(), "the episode raised no alert: the test checks nothing"
+    if cap < 65536:
+        assert truncated_seen, "the small cap never truncated: the test misses the omitted paths"
+
+
+def test_history_dicts_are_the_callers_own():
+    env = gym.make(IDS["online-boutique"], injection_s=1200, observation_s=240, reference_run=False).unwrapped
+    env.reset(seed=3)
+    while not env.step("[]")[3]:
+        pass
+    eng = env.marathon.alert_engine
+    before = eng.history()
+    assert before
+    for d in eng.history() + eng.active():
+        d["state"] = "mutated"
+        d["labels"]["x"] = "y"
+        d["annotations"]["x"] = "y"
+    assert eng.history() == before
+    assert all(d["state"] != "mutated" for _, _, d in eng.history_entries())
