@@ -546,7 +546,10 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
             g.add(tpl, f"{entry}-{_slug(name) if name else 'all'}-{t}", target=entry, culprits=[entry],
                   artifact=Artifact(kind="load", canonical=f"load:{name or '*'}",
                                     aliases=[f"traffic:{name or 'all'}", f"{name or 'all'} traffic", "load"]),
-                  scope=touched, probe=Probe(kind="path_error_ratio_max", path=name, threshold=P["probe_threshold"]),
+                  # the fault's own symptom is its tier saturating (demand over capacity): a path error
+                  # probe would also fail for any other fault on the path, or for a further tier that
+                  # only overlapping surges together saturate
+                  scope=touched, probe=Probe(kind="cpu_util_max", service=bottleneck, threshold=P["saturation"]),
                   repairs=[RepairOption(tool="scale", args={"service": bottleneck, "replicas": replicas})],
                   description=desc(path=name or "all paths", factor=factor, bottleneck=bottleneck,
                                    overload=round(factor / f0, 2)),

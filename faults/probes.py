@@ -4,12 +4,22 @@ A probe is *healthy* when its condition holds. Missing traffic (no requests on a
 current tick, reported as NaN or a zero rate) is no evidence of failure and counts as healthy, except
 for readiness and rollout probes, which read the cluster state directly.
 
+Edge and service probes read the *own* part of the health reads when the backend has it
+(``own_error_ratio``, ``own_p95_ms``: failures and latency arising at that hop, not propagated from
+the callee's downstream, see `sremarathon_env.backends.sim.traffic`), so that a fault further down
+the call graph, or a saturated tier, does not keep the probe of an already repaired fault failing.
+Backends without the decomposition answer with the whole-hop reads.
+
 >>> from faults.model import Probe
 >>> class Fake:
 ...     def path_health(self, path): return {"rate": 10.0, "error_ratio": 0.4, "p95_ms": 80.0}
 >>> probe_ok(Probe(kind="path_error_ratio_max", path=None, threshold=0.05), Fake())
 False
 >>> probe_ok(Probe(kind="path_p95_ms_max", path="index", threshold=500), Fake())
+True
+>>> class Edge:   # 30 % of the calls fail, but only 1 % at this hop (the rest come from downstream)
+...     def edge_health(self, c, e): return {"rate": 5.0, "error_ratio": 0.3, "own_error_ratio": 0.01}
+>>> probe_ok(Probe(kind="edge_error_ratio_max", caller="a", callee="b", threshold=0.05), Edge())
 True
 """
 
@@ -29,6 +39,11 @@ def _num(d: dict[str, Any], *keys: str, default: float = math.nan) -> float:
             except (TypeError, ValueError):
                 continue
     return default
+
+
+def _own(d: dict[str, Any], key: str) -> float:
+    """The hop's own part of ``key`` (``own_<key>``) where the backend reports it, else ``key``."""
+    return _num(d, f"own_{key}", key)
 
 
 def _le(value: float, threshold: float) -> bool:
@@ -54,14 +69,14 @@ def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, art
         h = backend.edge_health(probe.caller, probe.callee)
         if _num(h, "rate", default=1.0) <= 0:
             return True
-        return _le(_num(h, "error_ratio" if k == "edge_error_ratio_max" else "p95_ms"), probe.threshold)
+        return _le(_own(h, "error_ratio" if k == "edge_error_ratio_max" else "p95_ms"), probe.threshold)
     if k == "service_ready_min":
         return _num(backend.service_health(probe.service), "ready", default=0.0) >= probe.threshold
     if k in ("service_error_ratio_max", "service_p95_ms_max"):
         h = backend.service_health(probe.service)
         if _num(h, "rate", default=1.0) <= 0:
             return True
-        return _le(_num(h, "error_ratio" if k == "service_error_ratio_max" else "p95_ms"), probe.threshold)
+        return _le(_own(h, "error_ratio" if k == "service_error_ratio_max" else "p95_ms"), probe.threshold)
     if k == "memory_util_max":
         return _le(_num(backend.service_health(probe.service), "mem_util", "memory_util"), probe.threshold)
     if k == "cpu_util_max":

@@ -18,11 +18,6 @@ def test_noop_scores_zero_and_writes_a_bundle(tmp_path):
         run_marathon("online-boutique", 0, "noop", out_dir=tmp_path, **SHORT)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known defect (issue 7 open): the oracle restores every artifact, but overlapping faults on the same entry "
-    "path (load surges that saturate frontend) keep other faults' probes failing, so their repairs are not "
-    "credited: 83.3 here, 92.6 mean over 5 full Online Boutique seeds. Remove the mark once probes measure "
-    "the fault's own contribution"))
 def test_oracle_reaches_95_and_every_fault_is_credited():
     rep, _ = run_marathon("online-boutique", 0, "oracle", **SHORT)
     assert rep.marathon_score >= 95.0

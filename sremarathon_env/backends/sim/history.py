@@ -12,7 +12,7 @@ grow by doubling; a 90-minute Online Boutique run keeps well under 1 MB.
 >>> from sremarathon_env.backends.sim.model import CompiledApp
 >>> h = History(CompiledApp(load_app("online-boutique")))
 >>> h.node.shape[0], h.edge.shape[0], h.path.shape[0], h.svc.shape[0]
-(7, 4, 5, 10)
+(7, 6, 5, 12)
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ import numpy as np
 from sremarathon_env.backends.sim.model import CompiledApp
 
 FIELDS = ("node_rate", "node_lat", "node_fail", "node_unreach", "node_timeout", "node_sigma", "node_e_app")
-EDGE_FIELDS = ("rate", "fail", "lat_src", "sigma")
+EDGE_FIELDS = ("rate", "fail", "lat_src", "sigma", "own_fail", "own_lat")
 PATH_FIELDS = ("req_rate", "fail", "p95", "degraded", "slow")
 #: per service: calls into it (rate, failed, rate x latency, rate x sigma), utilisation, memory use of
-#: the fullest running pod (share of its limit), consumer lag, ready endpoints, desired replicas, restarts
-SVC_FIELDS = ("rate", "fail", "lat_w", "sig_w", "rho", "mem_util", "lag", "ready", "desired", "restarts")
+#: the fullest running pod (share of its limit), consumer lag, ready endpoints, desired replicas, restarts;
+#: then the calls failing at their own hop into it and rate x own latency (traffic.py, point 5)
+SVC_FIELDS = ("rate", "fail", "lat_w", "sig_w", "rho", "mem_util", "lag", "ready", "desired", "restarts",
+              "own_fail", "own_lat_w")
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class History:
         self.reason[k0:k0 + K] = reason
         ed = self.edge[:, k0:k0 + K]
         ed[0], ed[1], ed[2], ed[3] = out.edge_rate, out.edge_fail, out.edge_lat_src, out.edge_sigma
+        ed[4], ed[5] = out.edge_own_fail, out.edge_own_lat
         pa = self.path[:, k0:k0 + K]
         pa[0], pa[1], pa[2], pa[3], pa[4] = (out.path_req_rate, out.path_fail, out.path_p95, out.path_degraded,
                                              out.path_slow)

@@ -9,7 +9,13 @@ All arrays, no per-request objects. One call of ``step`` costs a few dozen numpy
    up the tree level by level (what ``A_lat @ x`` says), with deadline edges truncating (a lognormal's expected overshoot is removed and the
    overshooting share becomes an error on that edge);
 4. errors: unreachable (no endpoints, refused, no such host), application (effects, shed, failed
-   ``fail`` children via ``A_fail``), timeouts; degradation of entry requests via ``B_deg``.
+   ``fail`` children via ``A_fail``), timeouts; degradation of entry requests via ``B_deg``;
+5. *own* part of each hop (what fault probes read, so that overlapping faults do not mask each other's
+   repair): a call fails at its own hop when it cannot reach the callee, the callee answers with its
+   own application error (effects, intrinsic) or the caller's deadline on this call expires; errors
+   the callee only propagates from its downstream and the shedding of a saturated callee (a load
+   condition, seen in its CPU utilisation) are not its own. Own latency is network + added latency +
+   the callee's queued service time, without its downstream calls.
 
 >>> from apps import load_app
 >>> from sremarathon_env.backends.sim.model import CompiledApp
@@ -82,6 +88,9 @@ class TickOutputs:
     edge_lat_src: np.ndarray   # mean ms per call, source view
     edge_lat_dst: np.ndarray   # mean ms per call, destination view (no network)
     edge_sigma: np.ndarray
+    # the hop's OWN part (see ``own`` in the module docstring): failed calls/s and mean ms per call
+    edge_own_fail: np.ndarray  # (E,) calls/s failing at this hop (unreachable, callee app errors, deadline)
+    edge_own_lat: np.ndarray   # (E,) mean ms per call without the callee's downstream calls
 
 
 class _Groups:
@@ -181,6 +190,7 @@ class TrafficModel:
             shed = np.where(shed_any, 1.0 - 1.0 / np.maximum(rho, 1.0), 0.0)
             logs_ += np.log(np.maximum(1.0 - shed[:, m.node_svc], EPS))
         timeout = np.zeros((K, m.N))
+        lat_own = lat.copy()
         reach = inp._reach
         for nodes, dl, dl_k, dl_K, lat_g, fail_g in self._levels:
             if len(dl):
@@ -196,6 +206,7 @@ class TrafficModel:
             lat += lat_g(lat[:, nodes])
             logs_ += fail_g(logs_[:, nodes])
         fail = 1.0 - np.exp(logs_)
+        own_fail = 1.0 - np.exp(inp._log_reach_app + np.log(np.maximum(1.0 - timeout, EPS)))
         P = m.P
         deg_ok = np.exp(self._deg(np.log(np.maximum(1.0 - fail[:, self._deg_nodes], EPS))))
         path_fail = fail[:, :P]
@@ -211,8 +222,9 @@ class TrafficModel:
         u_calls = node_rate * unreach
         reached_n = node_rate - u_calls
         stacked = np.stack([node_rate, u_calls, node_rate * timeout, node_rate * fail, node_rate * lat,
-                            reached_n * np.maximum(lat - inp.net_ms, 0.05), reached_n, node_rate * sigma], axis=1)
-        agg = self._edge(stacked)                                    # (K, 8, E)
+                            reached_n * np.maximum(lat - inp.net_ms, 0.05), reached_n, node_rate * sigma,
+                            node_rate * own_fail, node_rate * lat_own], axis=1)
+        agg = self._edge(stacked)                                    # (K, 10, E)
         edge_rate, edge_unreach, edge_timeout, edge_fail = agg[:, 0], agg[:, 1], agg[:, 2], agg[:, 3]
         inv = 1.0 / np.maximum(edge_rate, EPS)
         edge_lat_src = agg[:, 4] * inv
@@ -222,7 +234,7 @@ class TrafficModel:
         return TickOutputs(node_rate, lat, fail, np.broadcast_to(unreach, (K, m.N)), timeout, sigma, svc_rate, rho,
                            demand, task_rate * self._root_rpt, path_fail, path_degraded, path_slow, per_req, med,
                            path_p95, edge_rate, edge_rate - edge_unreach, edge_fail, edge_unreach, edge_timeout,
-                           edge_app, edge_lat_src, edge_lat_dst, edge_sigma)
+                           edge_app, edge_lat_src, edge_lat_dst, edge_sigma, agg[:, 8], agg[:, 9] * inv)
 
 
 def take(out: TickOutputs, k: int) -> TickOutputs:
