@@ -36,18 +36,26 @@ ProbeKind = Literal[
     "path_error_ratio_max",     # entry path (or all entry traffic when path is None): error ratio <= threshold
     "path_p95_ms_max",          # entry path (or all): p95 latency <= threshold ms
     "service_ready_min",        # ready replicas of `service` >= threshold
-    "service_error_ratio_max",  # server-side error ratio of `service` <= threshold
-    "service_p95_ms_max",       # server-side p95 latency of `service` <= threshold ms
-    "edge_error_ratio_max",     # calls caller -> callee: error ratio <= threshold
-    "edge_p95_ms_max",          # calls caller -> callee: p95 <= threshold ms
+    "service_error_ratio_max",  # calls into `service` failing at that hop (own_error_ratio, below) <= threshold
+    "service_p95_ms_max",       # p95 of calls into `service` without its downstream calls (own_p95_ms) <= threshold ms
+    "edge_error_ratio_max",     # calls caller -> callee failing at that hop (own_error_ratio) <= threshold
+    "edge_p95_ms_max",          # calls caller -> callee: p95 without the callee's downstream (own_p95_ms) <= threshold ms
     "restarts_stable",          # no container restart of `service` since the previous evaluation
     "degraded_ratio_max",       # entry path (or all): degraded (feature missing) ratio <= threshold
     "memory_util_max",          # working set / memory limit of `service` <= threshold
-    "cpu_util_max",             # cpu use / cpu limit of `service` <= threshold
+    "cpu_util_max",             # cpu use (demand) / cpu limit of `service` <= threshold; load faults: their tier's saturation
     "rollout_ok",               # the Deployment's current revision has all desired pods ready
     "queue_lag_max",            # consumer lag (messages) of async consumer `service` <= threshold
     "artifact",                 # silent by design: healthy iff the responsible artifact is correct
 ]
+"""Probe kinds. Edge and service probes read the *own* part of a hop where the backend reports it
+(``own_error_ratio``, ``own_p95_ms`` of `edge_health`/`service_health`): a call fails at its own hop
+when the callee is unreachable (no endpoints, refused, unknown host), answers with its own application
+error, or the caller's deadline on that call expires; errors the callee only propagates from its
+downstream, and the shedding of a saturated callee (a load condition, probed by `cpu_util_max` of the
+saturated tier), are excluded; own latency leaves out the callee's downstream calls. So a probe fails
+while its own fault is active (`faults.validate` checks it) and is not held failing by an overlapping
+fault elsewhere on the path. Path probes read whole entry requests."""
 
 ArtifactKind = Literal["commit", "config_key", "image_tag", "resource_spec", "node", "flag", "replicas",
                        "service_spec", "load", "pod", "network", "datastore"]
