@@ -69,6 +69,7 @@ class OraclePolicy(Policy):
         self.next_option: dict[str, int] = {}   # instance id -> index of the repair option to try
         self.repaired: set[str] = set()
         self.scaled: dict[str, int] = {}        # service -> replicas this policy last set for load faults
+        self.drained: dict[str, str] = {}       # node -> instance id of the node fault it was drained for
 
     def _replicas(self, args: dict[str, Any]) -> int:
         s, want = args["service"], int(args["replicas"])
@@ -82,6 +83,12 @@ class OraclePolicy(Policy):
         truth = session.oracle_ground_truth_TEST_ONLY()
         obs = session.observation()
         alerts = obs["alerts"]
+        ended = {g["instance_id"] for g in truth if g["ended"]}
+        for node, iid in sorted(self.drained.items()):
+            if iid in ended:  # the node is back: make it schedulable again, or later faults find no room
+                r = session.call("uncordon_node", {"node": node, "incident_id": self.incident[iid]})
+                if r.ok:
+                    del self.drained[node]
         for g in sorted(truth, key=lambda g: (g["start_s"], g["instance_id"])):
             iid, fault = g["instance_id"], g["fault"]
             if g["ended"] or not g["injected_ok"] or iid in self.repaired:
@@ -123,6 +130,8 @@ class OraclePolicy(Policy):
             res = session.call(opt.tool, {**args, "incident_id": inc})
             if res.ok:
                 self.repaired.add(iid)
+                if opt.tool == "drain_node":
+                    self.drained[args["node"]] = iid
             elif res.error is not None and res.error.type == "budget_exhausted":
                 return None
             else:
