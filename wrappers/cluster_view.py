@@ -134,6 +134,21 @@ class ClusterView:
                 out.append(s)
         return out
 
+    def services_by_node(self) -> dict[str, list[str]]:
+        """node name -> `services_on_nodes` of that node alone, in app order (one pass over the pods;
+        nodes without a live pod are absent)."""
+        name_of = {i: n for n, i in self.b.cluster.node_index.items()}
+        out: dict[str, list[str]] = {}
+        for s in self.app.service_names:
+            d = self._dep(s)
+            if d is None:
+                continue
+            for i in {p.node for p in d.live_pods()}:
+                n = name_of.get(i)
+                if n is not None:
+                    out.setdefault(n, []).append(s)
+        return out
+
     def zone_nodes(self, zone: str) -> list[str]:
         return [n.name for n in self.b.cluster.nodes if n.zone == zone]
 

@@ -137,6 +137,11 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.action_labels = self._labels()
         self.feature_names = self._feature_names()
         self._svc_of_fp: dict[str, list[str]] = {}
+        self._spec = {sp.name: sp for sp in self.app.services}
+        self._callees = {n: list(self.app.callees(n)) for n in self.services}
+        self._fam_of: dict[str, int] = {}
+        #: service -> (deployment state key, cached deployment-derived features): see `_deployment_features`
+        self._dep_cache: dict[str, tuple] = {}
         self._last_mask = np.zeros(MAX_ACTIONS, dtype=np.float32)
         self._last_mask[0] = 1.0
 
@@ -177,6 +182,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         _, info = self.env.reset(seed=seed, options=options)
         self._svc_of_fp = {}
+        self._dep_cache = {}
         obs = self._observe()
         return obs, info
 
@@ -320,6 +326,41 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return [dep_read], self._report(per, [s], f"{s}:{key}", label), \
             {"tool": "set_config", "args": {"target": s, "key": key, "value": spec.env.get(key)}}
 
+    def _deployment_features(self, cv: ClusterView, s: str) -> tuple:
+        """(env drift, cpu drift, memory drift, replica drift, last change, revisions during the marathon, time
+        of the last change or None, thunk of its source diff, desired replicas) of service ``s``; cached while the
+        deployment keeps its generation, revision set and replica count (every template change is a new
+        revision and a new generation; rollbacks renumber revisions, which the key includes)."""
+        d = cv._dep(s)
+        key = None if d is None else (d.generation, d.replicas, id(d.current),
+                                      tuple((id(rs), rs.revision, id(rs.template)) for rs in d.rss))
+        hit = self._dep_cache.get(s)
+        if hit is not None and key is not None and hit[0] == key:
+            return hit[1]
+        spec = self._spec[s]
+        env_d, cpu_d, mem_d = bool(cv.env_drift(s)), cv.resource_drift(s, "cpu"), cv.resource_drift(s, "memory")
+        replicas = cv.desired_replicas(s)
+        rep_d = replicas != spec.replicas
+        change = cv.last_change(s)
+        revs = cv.revisions(s)
+        n_new = sum(1 for _, meta, _ in revs if float(meta.get("t", -1.0)) >= 0)
+        change_t = None
+        if change is not None:
+            for rev, meta, _ in revs:
+                if rev == change[0]:
+                    change_t = float(meta.get("t", 0.0))
+        memo: list[str] = []
+
+        def diff() -> str:
+            if not memo:
+                memo.append(cv.latest_diff(s))
+            return memo[0]
+
+        feats = (env_d, cpu_d, mem_d, rep_d, change, n_new, change_t, diff, replicas)
+        if key is not None:
+            self._dep_cache[s] = (key, feats)
+        return feats
+
     def _edge_callee(self, per: dict, s: str) -> str:
         best, n = None, 0
         for c in self.app.callees(s):
@@ -358,8 +399,11 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         j += 2 * N_FAM
         per_fam: dict[str, np.ndarray] = {}
         firing: dict[str, list[str]] = {}
+        fam_of = self._fam_of
         for a in m.alert_engine.active():
-            f = family_of(a["alertname"])
+            f = fam_of.get(a["alertname"])
+            if f is None:
+                f = fam_of[a["alertname"]] = family_of(a["alertname"])
             val = 1.0 if a["state"] == "firing" else 0.5
             age = min(max(now - float(a.get("active_at") or now), 0.0) / 3600.0, 1.0)
             svcs = self._services_of(a)
@@ -379,10 +423,10 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         j += MAX_FLAGS
         # nodes
         nbase = base + MAX_FLAGS
+        on_node = cv.services_by_node()
         for i, n in enumerate(self.nodes):
             cord, ready = cv.cordoned(n), cv.node_ready(n)
-            on = cv.services_on_nodes([n]) if not cord else []
-            fire = any(s in firing for s in on)
+            fire = not cord and any(s in firing for s in on_node.get(n, ()))
             x[j + 3 * i: j + 3 * i + 3] = (float(cord), float(not ready), float(fire))
             mask[nbase + i] = float(fire and not cord)
             mask[nbase + MAX_NODES + i] = float(cord)
@@ -392,46 +436,48 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             zn = cv.zone_nodes(z)
             mask[zbase + i] = float(any(not cv.node_ready(n) for n in zn) and not all(cv.cordoned(n) for n in zn))
         assert j == GLOBAL_FEATURES
-        # services
+        # services: one row of 14 health/deployment features per service, clipped together
         open_culprits = {c for i in open_incs for c in i.culprit_services}
         K = len(SERVICE_KINDS)
+        n_svc = len(self.services)
+        rows = np.zeros((n_svc, 14), dtype=np.float64)
+        backend = m.backend
         for si, s in enumerate(self.services):
             o = GLOBAL_FEATURES + si * SVC_FEATURES
             x[o] = 1.0
             fam = per_fam.get(s)
             if fam is not None:
                 x[o + 1:o + 1 + 2 * N_FAM] = fam
-            h = m.backend.service_health(s) or {}
+            h = backend.service_health(s) or {}
             desired = float(h.get("desired", 0.0))
-            spec = self.app.service(s)
-            env_d, cpu_d, mem_d = bool(cv.env_drift(s)), cv.resource_drift(s, "cpu"), cv.resource_drift(s, "memory")
-            rep_d = cv.desired_replicas(s) != spec.replicas
-            change = cv.last_change(s)
-            revs = cv.revisions(s)
-            n_new = sum(1 for _, meta, _ in revs if float(meta.get("t", -1.0)) >= 0)
-            change_age = 1.0
-            if change is not None:
-                for rev, meta, _ in revs:
-                    if rev == change[0]:
-                        change_age = min(max(now - float(meta.get("t", 0.0)), 0.0) / 3600.0, 1.0)
-            p = o + 1 + 2 * N_FAM
-            x[p:p + 14] = (
-                _clip(h.get("error_ratio", 0.0)), _clip(h.get("p95_ms", 0.0) / 2000.0), _clip(h.get("cpu_util", 0.0) / 2.0),
-                _clip(h.get("mem_util", 0.0)), _clip(h.get("ready", 0.0) / desired) if desired > 0 else 0.0,
-                _clip(desired / 4.0), _clip(h.get("restarts", 0.0) / 10.0), float(env_d), float(cpu_d), float(mem_d),
-                float(rep_d), _clip(n_new / 5.0), change_age, float(s in open_culprits))
+            spec = self._spec[s]
+            env_d, cpu_d, mem_d, rep_d, change, n_new, change_t, diff, replicas = self._deployment_features(cv, s)
+            change_age = 1.0 if change_t is None else min(max(now - change_t, 0.0) / 3600.0, 1.0)
+            rows[si] = (h.get("error_ratio", 0.0), h.get("p95_ms", 0.0) / 2000.0, h.get("cpu_util", 0.0) / 2.0,
+                        h.get("mem_util", 0.0), h.get("ready", 0.0) / desired if desired > 0 else 0.0,
+                        desired / 4.0, h.get("restarts", 0.0) / 10.0, float(env_d), float(cpu_d), float(mem_d),
+                        float(rep_d), n_new / 5.0, change_age, float(s in open_culprits))
             fire = s in firing
             ab = 1 + si * K
             if fire:
                 mask[ab + 0] = 1.0
-                mask[ab + 1] = float(any(c in firing for c in self.app.callees(s)))
+                mask[ab + 1] = float(any(c in firing for c in self._callees[s]))
                 mask[ab + 2] = float(change is not None)
-                mask[ab + 3] = float(change is not None and change[2] == "build" and bool(cv.latest_diff(s)))
-                mask[ab + 5] = float(cv.desired_replicas(s) < SCALE_OUT_MAX)
+                mask[ab + 3] = float(change is not None and change[2] == "build" and bool(diff()))
+                mask[ab + 5] = float(replicas < SCALE_OUT_MAX)
                 mask[ab + 6] = float(cpu_d)
                 mask[ab + 7] = float(mem_d)
                 mask[ab + 8] = float(env_d)
             mask[ab + 4] = float(rep_d and spec.replicas >= 1)
+        if n_svc:
+            # `_clip` on every entry but the change age (already in [0, 1]): +inf -> 1, -inf and NaN -> 0
+            age = rows[:, 12].copy()
+            np.nan_to_num(rows, copy=False, nan=0.0, posinf=1.0, neginf=0.0)
+            np.clip(rows, 0.0, 1.0, out=rows)
+            rows[:, 12] = age
+            base_o = GLOBAL_FEATURES + 1 + 2 * N_FAM
+            cols = base_o + SVC_FEATURES * np.arange(n_svc)[:, None] + np.arange(14)[None, :]
+            x[cols] = rows
         np.clip(x, -1.0, 1.0, out=x)
         self._last_mask = mask
         return {"observations": x, "action_mask": mask.copy()}

@@ -21,7 +21,9 @@ stable fingerprint.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,11 +84,26 @@ class _Alert:
     #: `to_dict` of revision ``_d_rev`` (shared with internal readers, never handed out to callers)
     _d: dict | None = field(default=None, repr=False, compare=False)
     _d_rev: int = field(default=-1, repr=False, compare=False)
+    #: the ``ann_src`` the current annotations were rendered from
+    _ann_from: tuple | None = field(default=None, repr=False, compare=False)
+
+    def set_value(self, rule, v: float) -> None:
+        """The latest evaluation's value (annotations follow it); the revision moves only when the alert's
+        dict would change: another value (``-0.0`` and ``0.0`` differ in JSON, NaN never equals) or another
+        annotation source."""
+        src = self.ann_src if self.ann_src is not None else self._ann_from
+        if (v == self.value and (v != 0.0 or math.copysign(1.0, v) == math.copysign(1.0, self.value))
+                and src is not None and src[0] is rule and src[1] is self.sample_labels):
+            return
+        self.value = v
+        self.ann_src = (rule, self.sample_labels, v)
+        self.rev += 1
 
     def annotations_now(self) -> dict:
         if self.ann_src is not None:
             rule, sample, value = self.ann_src
             self.annotations = rule.render_annotations(sample, value)
+            self._ann_from = self.ann_src
             self.ann_src = None
         return self.annotations
 
@@ -132,6 +149,7 @@ class AlertEngine:
         self._history: dict[tuple[int, str], _Alert] = {}
         self._order: list[tuple[int, str]] = []
         self._sorted_keys: list[tuple[int, str]] = []
+        self._sort_tuples: list[tuple[int, int, str]] = []   # (first pending ms, rule, fp) of _sorted_keys
         self.errors: list[dict] = []
         # the compiled plan needs the default (generous) limits: with custom limits every rule goes
         # through the generic evaluator, which enforces them per query
@@ -203,10 +221,7 @@ class AlertEngine:
             if (self.steady_fast_path and a is not None and r is not None and a.state != "inactive" and pres.all()
                     and (a.state == "firing" or int(times[-1]) - a.active_at_ms < rule.for_ms)):
                 # present at every tick, no transition: only the value moves (to the last tick's)
-                v = float(vals[-1])
-                a.value = v
-                a.ann_src = (rule, a.sample_labels, v)
-                a.rev += 1
+                a.set_value(rule, float(vals[-1]))
                 continue
             for k, t_ms in enumerate(times):
                 a = self._active.get(key)
@@ -214,9 +229,7 @@ class AlertEngine:
                 if pres[k]:
                     v = float(vals[k])
                     if a is not None and a.state != "inactive":
-                        a.value = v
-                        a.ann_src = (rule, a.sample_labels, v)
-                        a.rev += 1
+                        a.set_value(rule, v)
                     else:
                         lb, sample = info[fp]
                         h = self._history.get(key)
@@ -269,9 +282,14 @@ class AlertEngine:
     def _history_keys(self) -> list[tuple[int, str]]:
         """History keys by (first pending time, rule order, fingerprint); re-sorted only when alerts were added
         (first pending times never change)."""
-        if len(self._sorted_keys) != len(self._order):
+        n = len(self._sorted_keys)
+        if n != len(self._order):
             h = self._history
-            self._sorted_keys = sorted(self._order, key=lambda k: (h[k].first_pending_ms, k[0], k[1]))
+            for k in self._order[n:]:
+                sk = (h[k].first_pending_ms, k[0], k[1])
+                i = bisect.bisect_right(self._sort_tuples, sk)
+                self._sort_tuples.insert(i, sk)
+                self._sorted_keys.insert(i, k)
         return self._sorted_keys
 
     def history(self) -> list[dict]:
