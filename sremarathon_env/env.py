@@ -56,9 +56,18 @@ ENV_VERSION = "0.1.0"
 APP_IDS = IDS  #: app model id -> Gymnasium id
 
 
+#: ``json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)`` without building an
+#: encoder per call (``json.dumps`` with these arguments is exactly ``JSONEncoder(...).encode``)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+
+
 def dumps(x: Any) -> str:
-    """Deterministic compact ASCII JSON (sorted keys); anything non-JSON becomes a string."""
-    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    """Deterministic compact ASCII JSON (sorted keys); anything non-JSON becomes a string.
+
+    >>> print(dumps({"b": float("nan"), "a": [1, None], "c": {1}}))
+    {"a":[1,null],"b":NaN,"c":"{1}"}
+    """
+    return _ENCODER.encode(x)
 
 
 def bounded_json_list(items: list[str], cap: int) -> str:
@@ -212,7 +221,8 @@ class SREMarathonEnv(gym.Env):
         self._last_error: str | None = None
         self._bundle_path: str | None = None
         self._done = False
-        self._alert_cache: dict[Any, str] = {}
+        self._alert_cache: dict[Any, tuple] = {}   # alert key -> (state, JSON text)
+        self._alert_pos = 0                        # position in the alert engine's change log
         self._schedule_digest = ""
         self._log: list[tuple] = []   # the episode's tool calls and invocation ends (pickling replays it)
 
@@ -242,6 +252,7 @@ class SREMarathonEnv(gym.Env):
         self._last_error = None
         self._done = False
         self._alert_cache = {}
+        self._alert_pos = 0
         return self._obs(), self._info()
 
     def step(self, action: Any):
@@ -314,19 +325,15 @@ class SREMarathonEnv(gym.Env):
 
     def _alert_entries(self) -> list[tuple[str | None, str]]:
         """(state, JSON text) of every alert of the cumulative history, oldest first. A text is encoded
-        once per change of its alert: the engine's revisions (``history_entries``) key the cache."""
+        once per change of its alert: the engine's change log (``changes_since``) says which changed."""
         eng = self.marathon.alert_engine
-        cache = self._alert_cache
-        entries = getattr(eng, "history_entries", None)
-        if entries is None:   # an engine without revisions: encode every alert (same texts)
+        if not hasattr(eng, "changes_since"):   # an engine without a change log: encode every alert (same texts)
             return [(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())]
-        out = []
-        for key, rev, d in entries():
-            hit = cache.get(key)
-            if hit is None or hit[0] != rev:
-                hit = cache[key] = (rev, d.get("state"), dumps(d))
-            out.append((hit[1], hit[2]))
-        return out
+        cache = self._alert_cache
+        self._alert_pos, changed = eng.changes_since(self._alert_pos)
+        for key, d in changed:
+            cache[key] = (d.get("state"), dumps(d))
+        return [cache[k] for k in eng.history_keys()]
 
     def _alerts_json(self) -> str:
         """The cumulative alert history as a JSON list, oldest first, at most ``max_alert_chars``:
@@ -396,6 +403,7 @@ class SREMarathonEnv(gym.Env):
         state = dict(self.__dict__)
         m = state.pop("marathon")
         state["_alert_cache"] = {}
+        state["_alert_pos"] = 0
         state["_replay_config"] = None if m is None else m.config
         return state
 

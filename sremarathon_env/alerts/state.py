@@ -87,17 +87,18 @@ class _Alert:
     #: the ``ann_src`` the current annotations were rendered from
     _ann_from: tuple | None = field(default=None, repr=False, compare=False)
 
-    def set_value(self, rule, v: float) -> None:
+    def set_value(self, rule, v: float) -> bool:
         """The latest evaluation's value (annotations follow it); the revision moves only when the alert's
         dict would change: another value (``-0.0`` and ``0.0`` differ in JSON, NaN never equals) or another
         annotation source."""
         src = self.ann_src if self.ann_src is not None else self._ann_from
         if (v == self.value and (v != 0.0 or math.copysign(1.0, v) == math.copysign(1.0, self.value))
                 and src is not None and src[0] is rule and src[1] is self.sample_labels):
-            return
+            return False
         self.value = v
         self.ann_src = (rule, self.sample_labels, v)
         self.rev += 1
+        return True
 
     def annotations_now(self) -> dict:
         if self.ann_src is not None:
@@ -149,6 +150,8 @@ class AlertEngine:
         self._history: dict[tuple[int, str], _Alert] = {}
         self._order: list[tuple[int, str]] = []
         self._sorted_keys: list[tuple[int, str]] = []
+        #: key of every alert creation and change, in order (`changes_since` readers keep a position in it)
+        self._changelog: list[tuple[int, str]] = []
         self._sort_tuples: list[tuple[int, int, str]] = []   # (first pending ms, rule, fp) of _sorted_keys
         self.errors: list[dict] = []
         # the compiled plan needs the default (generous) limits: with custom limits every rule goes
@@ -221,7 +224,8 @@ class AlertEngine:
             if (self.steady_fast_path and a is not None and r is not None and a.state != "inactive" and pres.all()
                     and (a.state == "firing" or int(times[-1]) - a.active_at_ms < rule.for_ms)):
                 # present at every tick, no transition: only the value moves (to the last tick's)
-                a.set_value(rule, float(vals[-1]))
+                if a.set_value(rule, float(vals[-1])):
+                    self._changelog.append(key)
                 continue
             for k, t_ms in enumerate(times):
                 a = self._active.get(key)
@@ -229,7 +233,8 @@ class AlertEngine:
                 if pres[k]:
                     v = float(vals[k])
                     if a is not None and a.state != "inactive":
-                        a.set_value(rule, v)
+                        if a.set_value(rule, v):
+                            self._changelog.append(key)
                     else:
                         lb, sample = info[fp]
                         h = self._history.get(key)
@@ -238,12 +243,14 @@ class AlertEngine:
                                        ann_src=(rule, dict(sample), v))
                             self._history[key] = a
                             self._order.append(key)
+                            self._changelog.append(key)
                         else:
                             a = h
                             a.state, a.active_at_ms, a.value = "pending", t_ms, v
                             a.ann_src = (rule, dict(sample), v)
                             a.episodes += 1
                             a.rev += 1
+                            self._changelog.append(key)
                         self._active[key] = a
                         self._n_active[ri] += 1
                         out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
@@ -251,6 +258,7 @@ class AlertEngine:
                     if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
                         a.state = "firing"
                         a.rev += 1
+                        self._changelog.append(key)
                         a.firing_ms = t_ms
                         if a.first_firing_ms is None:
                             a.first_firing_ms = t_ms
@@ -260,6 +268,7 @@ class AlertEngine:
                     was = a.state
                     a.state = "inactive"
                     a.rev += 1
+                    self._changelog.append(key)
                     if was == "firing":
                         a.resolved_ms = t_ms
                     out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp,
@@ -301,6 +310,23 @@ class AlertEngine:
             d = h[k].shared_dict()
             out.append({**d, "labels": dict(d["labels"]), "annotations": dict(d["annotations"])})
         return out
+
+    def history_keys(self) -> list[tuple[int, str]]:
+        """Keys of `history`'s alerts in its order. SHARED and updated in place: read-only by contract."""
+        return self._history_keys()
+
+    def changes_since(self, pos: int) -> tuple[int, list[tuple[tuple[int, str], dict]]]:
+        """(new position, [(key, dict)] of every alert created or changed since position ``pos`` of the change
+        log, each once, in first-change order); start at 0. The dicts are SHARED, read-only by contract.
+
+        >>> from sremarathon_env.telemetry.store import MetricStore
+        >>> eng = AlertEngine(load_rule_pack(), MetricStore(step_s=15.0))
+        >>> eng.changes_since(0)
+        (0, [])
+        """
+        log = self._changelog
+        h = self._history
+        return len(log), [(k, h[k].shared_dict()) for k in dict.fromkeys(log[pos:])]
 
     def history_entries(self) -> list[tuple[tuple[int, str], int, dict]]:
         """(key, revision, dict) of every alert of `history`, in its order, for internal readers that cache
