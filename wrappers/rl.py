@@ -98,6 +98,9 @@ FAMILIES = (
     ("other", ("",)),
 )
 N_FAM = len(FAMILIES)
+#: the service-health fields the observation reads (``services_health(services, HEALTH_FIELDS)`` when the backend
+#: has that bulk read: row i, column j equals ``service_health(services[i]).get(HEALTH_FIELDS[j], 0.0)``)
+HEALTH_FIELDS = ("error_ratio", "p95_ms", "cpu_util", "mem_util", "ready", "desired", "restarts")
 SVC_FEATURES = 1 + 2 * N_FAM + 7 + 4 + 3
 GLOBAL_FEATURES = 4 + 3 + 1 + MAX_INCIDENT_SLOTS * 4 + 2 * N_FAM + MAX_FLAGS + MAX_NODES * 3
 OBS_DIM = GLOBAL_FEATURES + MAX_SERVICES * SVC_FEATURES
@@ -442,13 +445,18 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         n_svc = len(self.services)
         rows = np.zeros((n_svc, 14), dtype=np.float64)
         backend = m.backend
+        bulk = getattr(backend, "services_health", None)   # optional bulk read: one array for every service
+        health = bulk(self.services, HEALTH_FIELDS) if bulk is not None else None
         for si, s in enumerate(self.services):
             o = GLOBAL_FEATURES + si * SVC_FEATURES
             x[o] = 1.0
             fam = per_fam.get(s)
             if fam is not None:
                 x[o + 1:o + 1 + 2 * N_FAM] = fam
-            h = backend.service_health(s) or {}
+            if health is not None:
+                h = dict(zip(HEALTH_FIELDS, health[si].tolist()))
+            else:
+                h = backend.service_health(s) or {}
             desired = float(h.get("desired", 0.0))
             spec = self._spec[s]
             env_d, cpu_d, mem_d, rep_d, change, n_new, change_t, diff, replicas = self._deployment_features(cv, s)
