@@ -327,12 +327,12 @@ class SREMarathonEnv(gym.Env):
         """(state, JSON text) of every alert of the cumulative history, oldest first. A text is encoded
         once per change of its alert: the engine's change log (``changes_since``) says which changed."""
         eng = self.marathon.alert_engine
-        if not hasattr(eng, "changes_since"):   # an engine without a change log: encode every alert (same texts)
+        if not hasattr(eng, "changed_texts_since"):   # an engine without a change log: encode every alert
             return [(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())]
         cache = self._alert_cache
-        self._alert_pos, changed = eng.changes_since(self._alert_pos)
-        for key, d in changed:
-            cache[key] = (d.get("state"), dumps(d))
+        self._alert_pos, changed = eng.changed_texts_since(self._alert_pos)   # texts are `dumps` of the dicts
+        for key, state, text in changed:
+            cache[key] = (state, text)
         return [cache[k] for k in eng.history_keys()]
 
     def _alerts_json(self) -> str:

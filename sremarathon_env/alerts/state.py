@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -45,6 +46,27 @@ def fingerprint(labels: dict[str, str]) -> str:
         h.update(labels[k].encode())
         h.update(b"\xfe")
     return h.hexdigest()[:16]
+
+
+#: the env's JSON form (``sremarathon_env.env.dumps``): sorted keys, compact, ASCII, anything else as a string
+_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+_DICT_KEYS = ("alertname", "labels", "annotations", "fingerprint", "state", "value", "active_at", "first_pending_at",
+              "first_firing_at", "firing_since", "resolved_at", "episodes")
+
+
+def _num(x: float | int | None) -> str:
+    """A number as ``json`` writes it (``NaN``/``Infinity`` included), None as ``null``."""
+    if x is None:
+        return "null"
+    if isinstance(x, int):
+        return int.__repr__(x)
+    if x != x:
+        return "NaN"
+    if x == math.inf:
+        return "Infinity"
+    if x == -math.inf:
+        return "-Infinity"
+    return float.__repr__(x)
 
 
 @dataclass(frozen=True)
@@ -86,6 +108,32 @@ class _Alert:
     _d_rev: int = field(default=-1, repr=False, compare=False)
     #: the ``ann_src`` the current annotations were rendered from
     _ann_from: tuple | None = field(default=None, repr=False, compare=False)
+    #: `json_text` of revision ``_j_rev``, and the encoded parts that never change (name, labels, fingerprint)
+    _j: str | None = field(default=None, repr=False, compare=False)
+    _j_rev: int = field(default=-1, repr=False, compare=False)
+    _j_const: tuple | None = field(default=None, repr=False, compare=False)
+
+    def json_text(self) -> str:
+        """``dumps(self.to_dict())`` (compact sorted ASCII JSON), cached until the alert changes; the parts that
+        never change are encoded once."""
+        if self._j_rev != self.rev:
+            if self._j_const is None:
+                self._j_const = (_JSON.encode(self.labels["alertname"]), _JSON.encode(self.labels),
+                                 _JSON.encode(self.fingerprint), _num(self.first_pending_ms / 1000))
+            name, labels, fp, first_pending = self._j_const
+            parts = {
+                "alertname": name, "labels": labels, "fingerprint": fp, "first_pending_at": first_pending,
+                "annotations": _JSON.encode(self.annotations_now()),
+                "state": _JSON.encode(self.state if self.state != "inactive" else "resolved"),
+                "value": _num(self.value), "active_at": _num(self.active_at_ms / 1000),
+                "first_firing_at": _num(None if self.first_firing_ms is None else self.first_firing_ms / 1000),
+                "firing_since": _num(None if self.firing_ms is None else self.firing_ms / 1000),
+                "resolved_at": _num(None if self.resolved_ms is None else self.resolved_ms / 1000),
+                "episodes": _num(self.episodes),
+            }
+            self._j = "{" + ",".join(['"' + k + '":' + parts[k] for k in _SORTED_KEYS]) + "}"
+            self._j_rev = self.rev
+        return self._j
 
     def set_value(self, rule, v: float) -> bool:
         """The latest evaluation's value (annotations follow it); the revision moves only when the alert's
@@ -130,6 +178,9 @@ class _Alert:
             "resolved_at": None if self.resolved_ms is None else self.resolved_ms / 1000,
             "episodes": self.episodes,
         }
+
+
+_SORTED_KEYS = tuple(sorted(_DICT_KEYS))
 
 
 class AlertEngine:
@@ -327,6 +378,15 @@ class AlertEngine:
         log = self._changelog
         h = self._history
         return len(log), [(k, h[k].shared_dict()) for k in dict.fromkeys(log[pos:])]
+
+    def changed_texts_since(self, pos: int) -> tuple[int, list[tuple[tuple[int, str], str, str]]]:
+        """As `changes_since`, with (key, state as in the dict, ``json_text``) instead of the dicts."""
+        log = self._changelog
+        out = []
+        for k in dict.fromkeys(log[pos:]):
+            a = self._history[k]
+            out.append((k, a.state if a.state != "inactive" else "resolved", a.json_text()))
+        return len(log), out
 
     def history_entries(self) -> list[tuple[tuple[int, str], int, dict]]:
         """(key, revision, dict) of every alert of `history`, in its order, for internal readers that cache

@@ -72,3 +72,18 @@ def test_history_dicts_are_the_callers_own():
         d["annotations"]["x"] = "y"
     assert eng.history() == before
     assert all(d["state"] != "mutated" for _, _, d in eng.history_entries())
+
+
+def test_alert_json_text_is_dumps_of_its_dict_for_edge_values():
+    from sremarathon_env.alerts.state import _Alert
+
+    a = _Alert(0, {"alertname": "X\u00e9", "service": 'a"b\\c', "z": "\u2603"}, "00ff", "pending", 15000, 0.1, {}, 15000)
+    a.annotations = {"summary": "caf\u00e9 \"q\"", "a": "1"}
+    for state, value, ff, fs, res, ep in [("pending", float("nan"), None, None, None, 1),
+                                          ("firing", float("inf"), 30000, 30000, None, 2),
+                                          ("inactive", -float("inf"), 30000, 45000, 60000, 3),
+                                          ("firing", -0.0, 30000, 75000, 60000, 10**20),
+                                          ("firing", 1e-300, 30000, 75000, None, 4)]:
+        a.state, a.value, a.first_firing_ms, a.firing_ms, a.resolved_ms, a.episodes = state, value, ff, fs, res, ep
+        a.rev += 1
+        assert a.json_text() == dumps(a.to_dict())
