@@ -10,7 +10,8 @@ Order of checks (the first that applies decides; costs in budget seconds):
 4. the call's cost exceeds the budget left -> ``budget_exhausted`` (cost 0);
 5. interventions: no cited incident, or one that is unknown or resolved -> ``policy_refused``
    (cost as in 2); an unknown target -> ``not_found`` (cost as in 2); a target outside the incident's
-   affected services -> carried out, decision ``out_of_scope``;
+   affected services -> carried out, decision ``out_of_scope`` (a node action is in scope also when
+   the incident names its node: a cited alert's ``node`` label, or the node as culprit or artifact);
 6. the tool runs and costs its documented seconds; a failure inside it is a structured error
    (``not_found``, ``query_error``, ``build_failed``, ``backend_error``...).
 
@@ -93,6 +94,21 @@ def _preview(args: Any, n: int) -> str:
 def _validation_details(exc: ValidationError) -> list[dict[str, str]]:
     return [{"loc": ".".join(str(p) for p in e.get("loc", ())) or "<root>", "msg": str(e.get("msg", ""))}
             for e in exc.errors(include_url=False, include_context=False, include_input=False)][:20]
+
+
+def _node_in_scope(ctx: ToolContext, tool: str, args: Any, inc: Any, labels: list[dict]) -> bool:
+    """A node action is also in scope when the incident names its node: a cited alert's ``node`` label,
+    or the node as culprit or artifact (a drained node has no pods left, so no service names it)."""
+    if tool in ("drain_node", "uncordon_node"):
+        nodes = {args.node}
+    elif tool == "failover_zone":
+        nodes = {n.name for n in ctx.app.topology.nodes if n.zone == args.zone}
+    else:
+        return False
+    named = {str(lb.get("node")) for lb in labels if lb.get("node")}
+    named.update(inc.culprit_services)
+    named.add(inc.artifact)
+    return bool(nodes & named)
 
 
 class ToolRuntime:
@@ -230,7 +246,7 @@ class ToolRuntime:
             labels = [a.get("labels") or {} for a in reads.alert_history(ctx)
                       if str(a.get("fingerprint")) in set(inc.alert_fingerprints)] if inc.alert_fingerprints else []
             scope = affected_services(ctx.app, inc.culprit_services, labels)
-            if not set(targets) & set(scope):
+            if not set(targets) & set(scope) and not _node_in_scope(ctx, name_s, args, inc, labels):
                 policy = PolicyInfo(decision="out_of_scope",
                                     reason=f"{', '.join(targets) or 'no service'} outside {cited}'s affected "
                                            f"services ({', '.join(scope) or 'none'})")

@@ -264,3 +264,28 @@ def test_recorder_views_fit_the_bundle_schema(rt):
     assert [o["op"] for o in ops] == ["report", "resolve"] and ops[1]["status"] == "resolved"
     for o in ops:
         IncidentRecord.model_validate({"t": 360.0, "invocation": 0, **o})
+
+
+def test_node_action_in_scope_when_the_incident_names_the_node_even_with_no_pods_left():
+    """A drained node has no pods, so no service names it; citing its NodeNotReady alert (label node)
+    or naming it as artifact keeps uncordon_node in scope."""
+    from apps import load_app
+    from sremarathon_env.backends.sim import SimBackend
+    from sremarathon_env.tools import ToolContext, ToolRuntime
+
+    app = load_app("online-boutique")
+    backend = SimBackend(app, 0)
+    rt = ToolRuntime(ToolContext(backend=backend, app=app))
+    rt.begin_invocation(120.0)
+    inc = rt.call("report_incident", {"title": "node down", "alert_fingerprints": [],
+                                      "culprit_services": ["frontend", "adservice"], "artifact": "node-a1",
+                                      "summary": "node-a1 not ready"}).result["incident"]["id"]
+    assert rt.call("drain_node", {"node": "node-a1", "incident_id": inc}).policy.decision == "allowed"
+    backend.advance_to(240.0)
+    rt.begin_invocation(240.0)
+    r = rt.call("uncordon_node", {"node": "node-a1", "incident_id": inc})
+    assert r.ok and r.policy.decision == "allowed", r
+    other = rt.call("report_incident", {"title": "cart", "alert_fingerprints": [], "culprit_services": ["cartservice"],
+                                        "artifact": "cartservice:image", "summary": "x"}).result["incident"]["id"]
+    r = rt.call("uncordon_node", {"node": "node-b2", "incident_id": other})
+    assert r.policy.decision == "out_of_scope"
