@@ -2,7 +2,8 @@
 
 - `ppo_config` builds a ``PPOConfig`` on `baselines.rllib_env` (Ray-registered creator, stream
   seeding, env and sub-env fault tolerance) with RLlib's action-masking RL module
-  (``ActionMaskingTorchRLModule``: the ``action_mask`` of the Dict observation masks the logits).
+  (``ActionMaskingTorchRLModule``: the ``action_mask`` of the Dict observation masks the logits);
+  ``head="factored"`` adds logit terms shared by every service per action kind (`baselines.ppo_module`).
 - `train` runs it: progress bar, one line per iteration with the mean return (the mean
   Marathon-Score of the episodes finished in the iteration: returns equal final scores), a
   checkpoint per ``checkpoint_every`` iterations (plus ``sremarathon.json`` with the env config).
@@ -49,13 +50,20 @@ def default_train_batch(env_runners: int, envs_per_runner: int, steps: int) -> i
 def ppo_config(env_config: dict[str, Any] | None = None, *, env_runners: int = 2, envs_per_runner: int = 1,
                seed: int = 0, train_batch: int | None = None, minibatch: int = 64, epochs: int = 6,
                lr: float = 3e-4, entropy_coeff: float = 0.01, hiddens: tuple[int, ...] = (128, 128),
-               vectorize: str = "sync", sample_timeout_s: float = 300.0, env: str = ENV_NAME):
+               gamma: float = 0.99, lambda_: float = 0.95, head: str = "plain", vectorize: str = "sync",
+               sample_timeout_s: float = 300.0, env: str = ENV_NAME):
     """A PPOConfig that learns on a laptop (small MLP, one episode per sub-env per iteration)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule
 
     from baselines.rllib_env import stream_callbacks_class
+
+    if head not in ("plain", "factored"):
+        raise ValueError(f"head must be 'plain' or 'factored', not {head!r}")
+    module_class = ActionMaskingTorchRLModule
+    if head == "factored":  # plus per-action-kind logit terms shared by all services (baselines.ppo_module)
+        from baselines.ppo_module import FactoredMaskingTorchRLModule as module_class
 
     env_cfg = {**DEFAULT_ENV_CONFIG, **(env_config or {}), "seed": int(seed)}
     steps = episode_steps(env_cfg)
@@ -68,9 +76,9 @@ def ppo_config(env_config: dict[str, Any] | None = None, *, env_runners: int = 2
                      sample_timeout_s=sample_timeout_s, num_cpus_per_env_runner=1)
         .learners(num_learners=0)
         .training(train_batch_size_per_learner=batch, minibatch_size=min(minibatch, batch), num_epochs=epochs,
-                  lr=lr, gamma=0.99, lambda_=0.95, entropy_coeff=entropy_coeff, vf_clip_param=100.0)
+                  lr=lr, gamma=gamma, lambda_=lambda_, entropy_coeff=entropy_coeff, vf_clip_param=100.0)
         .rl_module(rl_module_spec=RLModuleSpec(
-            module_class=ActionMaskingTorchRLModule,
+            module_class=module_class,
             model_config={"fcnet_hiddens": list(hiddens), "fcnet_activation": "tanh",
                           "head_fcnet_hiddens": [], "vf_share_layers": False}))
         .callbacks(stream_callbacks_class())

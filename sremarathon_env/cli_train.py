@@ -39,6 +39,21 @@ def parse_seeds(text: str | None) -> list[int]:
         raise SystemExit(f"bad seed list {text!r}: {exc}") from None
 
 
+def parse_hiddens(text: str) -> tuple[int, ...]:
+    """``"64,64"`` -> (64, 64); widths must be positive ints.
+
+    >>> parse_hiddens("64, 32")
+    (64, 32)
+    """
+    try:
+        widths = tuple(int(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        widths = ()
+    if not widths or min(widths) <= 0:
+        raise SystemExit(f"bad --hiddens {text!r}: expected positive ints like 64,64")
+    return widths
+
+
 def _env_config(args) -> dict:
     cfg = {}
     if args.injection_s is not None:
@@ -71,6 +86,13 @@ def add_parser(sub) -> None:
     p.add_argument("--train-batch", type=int, default=None, help="env steps per iteration (default: one episode per sub-env)")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--minibatch", type=int, default=64, help="SGD minibatch (env steps)")
+    p.add_argument("--gamma", type=float, default=0.99, help="discount of the advantage estimates (the reported return stays the undiscounted score)")
+    p.add_argument("--gae-lambda", type=float, default=0.95, help="GAE lambda (lower: less variance, more bias)")
+    p.add_argument("--entropy-coeff", type=float, default=0.01)
+    p.add_argument("--head", choices=("plain", "factored"), default="plain",
+                   help="policy head: plain MLP logits, or plus per-kind terms shared by all services")
+    p.add_argument("--hiddens", default="128,128", help="MLP widths, comma separated")
     p.add_argument("--eval-seeds", default=None, help="after training, score the checkpoint and random on these scenarios")
     p.set_defaults(func=_train)
 
@@ -105,7 +127,9 @@ def _train(args) -> int:
     _need_rl()
     from baselines.ppo import evaluate, train
 
-    opts = {"lr": args.lr, "epochs": args.epochs}
+    opts = {"lr": args.lr, "epochs": args.epochs, "minibatch": args.minibatch, "gamma": args.gamma,
+            "lambda_": args.gae_lambda,
+            "entropy_coeff": args.entropy_coeff, "head": args.head, "hiddens": parse_hiddens(args.hiddens)}
     if args.train_batch:
         opts["train_batch"] = args.train_batch
     res = train(args.app, iterations=args.iterations, env_runners=args.env_runners,
@@ -121,7 +145,8 @@ def _train(args) -> int:
         sampled = evaluate(PPOPolicy(res["checkpoint"], explore=True), args.app, seeds, res["env_config"])
         rnd = evaluate("random", args.app, seeds, res["env_config"])
         cmd = _command(args, ["app", "iterations", "env_runners", "envs_per_runner", "seed", "out",
-                              "injection_s", "observation_s", "no_noise", "train_batch", "lr", "epochs", "eval_seeds"])
+                              "injection_s", "observation_s", "no_noise", "train_batch", "minibatch", "lr", "epochs", "gamma",
+                              "gae_lambda", "entropy_coeff", "head", "hiddens", "eval_seeds"])
         mp, mr = sum(ppo) / len(ppo), sum(rnd) / len(rnd)
         print(f"evaluation on scenarios {args.eval_seeds} ({len(seeds)} marathons each):")
         print(f"  ppo (greedy, {res['checkpoint']}): mean {mp:.2f}  {[round(x, 1) for x in ppo]}")
