@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from apps.manifests import probe_json, resources_json
 from sremarathon_env.backends.arguments import KIND_PLURALS
 from sremarathon_env.backends.sim.util import iso, suffix
 
@@ -41,43 +42,16 @@ def _meta(sim: "SimBackend", name: str, t: float, labels: dict | None = None, **
     return md
 
 
-def _resources(res: dict) -> dict:
-    out: dict[str, dict[str, str]] = {}
-    if res.get("cpu_request_m"):
-        out.setdefault("requests", {})["cpu"] = f"{res['cpu_request_m']}m"
-    if res.get("mem_request_mi"):
-        out.setdefault("requests", {})["memory"] = f"{res['mem_request_mi']}Mi"
-    if res.get("cpu_limit_m"):
-        out.setdefault("limits", {})["cpu"] = f"{res['cpu_limit_m']}m"
-    if res.get("mem_limit_mi"):
-        out.setdefault("limits", {})["memory"] = f"{res['mem_limit_mi']}Mi"
-    return out
-
-
-def _probe(p) -> dict | None:
-    if p is None:
-        return None
-    d: dict[str, Any] = {"initialDelaySeconds": int(p.initial_delay_s), "periodSeconds": int(p.period_s),
-                         "failureThreshold": p.failure_threshold, "timeoutSeconds": 1, "successThreshold": 1}
-    if p.type == "http":
-        d["httpGet"] = {"path": p.path or "/", "port": p.port, "scheme": "HTTP"}
-    elif p.type == "grpc":
-        d["grpc"] = {"port": p.port, "service": ""}
-    else:
-        d["tcpSocket"] = {"port": p.port}
-    return d
-
-
 def _container(sim: "SimBackend", svc_i: int, tpl: dict) -> dict[str, Any]:
     spec = sim.app.services[svc_i]
     c = {"name": spec.name, "image": f"{tpl['image']}:{tpl['tag']}", "imagePullPolicy": "IfNotPresent",
          "ports": [{"containerPort": p.target_port, "name": p.name, "protocol": "TCP"} for p in spec.ports],
          "env": [{"name": k, "value": v} for k, v in sorted(tpl["env"].items())],
-         "resources": _resources(tpl["resources"])}
+         "resources": resources_json(tpl["resources"])}
     if spec.readiness_probe:
-        c["readinessProbe"] = _probe(spec.readiness_probe)
+        c["readinessProbe"] = probe_json(spec.readiness_probe)
     if spec.liveness_probe:
-        c["livenessProbe"] = _probe(spec.liveness_probe)
+        c["livenessProbe"] = probe_json(spec.liveness_probe)
     return c
 
 
