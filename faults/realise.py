@@ -150,8 +150,13 @@ def _apply_files(backend: Any, service: str, changes: list[FileChange]) -> dict[
     return out
 
 
-def inject(fault: Fault, backend: Any, rng: Any = None) -> FaultHandle:
-    """Apply the fault; never raises for a backend refusal (``handle.ok`` is False instead)."""
+def inject(fault: Fault, backend: Any, rng: Any = None, build: Any = None) -> FaultHandle:
+    """Apply the fault; never raises for a backend refusal (``handle.ok`` is False instead).
+
+    ``build(service, changed_files)``, when given, is the build pipeline a source change goes through
+    before it is deployed (the run loop passes `BuildPipeline.build_change`): a result with ``ok``,
+    ``files`` (the built tree), ``log`` and ``stage_failed``; a rejected build leaves the fault
+    unrealised with the pipeline's verdict in ``handle.message``."""
     r = fault.realisation
     h = FaultHandle(fault=fault, artifact=fault.artifact)
     if r.kind == "effects":
@@ -182,6 +187,12 @@ def inject(fault: Fault, backend: Any, rng: Any = None) -> FaultHandle:
         if r.files and files is None:
             h.ok, h.message = False, "the change does not apply to the service's current source"
             return h
+        if files and build is not None:
+            built = build(r.service, files)
+            if not built.ok:
+                h.ok, h.message = False, f"build rejected at stage {built.stage_failed}: {built.log[-300:]}"
+                return h
+            files = built.files
         res = backend.deploy(r.service, message=r.message, author=r.author, files=files, env=dict(r.env) or None,
                              image_tag=r.image_tag, effects=list(r.effects))
         data = getattr(res, "data", {}) or {}

@@ -38,6 +38,7 @@ from faults.noise import apply_noise, end_noise
 from faults.orchestrator import Schedule, build_schedule
 from faults.realise import FaultHandle, artifact_ok, inject, probe_ok, revert
 from sremarathon_env.bundle import Recorder
+from sremarathon_env.pipeline import BuildPipeline
 from sremarathon_env.tools import Limits, ToolContext, ToolResult, ToolRuntime
 
 ENV_VERSION = "0.1.0"
@@ -150,6 +151,9 @@ class _Driver:
         self._ready: dict[int, tuple[Any, dict, list]] = {}   # tick index -> result, computed ahead
         self._limit_k = 0                                      # ticks up to here may be computed ahead
         self._blocks = hasattr(self.backend, "at")
+        pipeline = BuildPipeline(load_app(self.cfg.app))
+        #: change-driven faults enter through the build pipeline the agent's patches use
+        self._build = lambda service, files: pipeline.build_change(self.backend, service, files)
 
     def _k(self, t: float) -> int:
         return int(round(t / self.cfg.tick_s))
@@ -162,7 +166,7 @@ class _Driver:
         events: list[dict] = []
         for lf in self.live:
             if lf.handle is None and lf.start_s <= t:
-                lf.handle = inject(lf.fault, self.backend)
+                lf.handle = inject(lf.fault, self.backend, build=self._build)
                 ev = {"instance_id": lf.instance_id, "event": "injected",
                       "detail": "" if lf.handle.ok else lf.handle.message[:200]}
                 realised = lf.handle.artifact.aliases if lf.handle.artifact is not None else []

@@ -130,3 +130,34 @@ def test_sigkill_mid_marathon_leaves_a_verifiable_incomplete_prefix(tmp_path: Pa
     assert b.complete is False and len(b.records) > 3
     partial = score_bundle(out)
     assert partial.complete is False
+
+
+def test_change_driven_faults_enter_through_the_build_pipeline():
+    """The run loop injects source changes through BuildPipeline.build_change: a change that breaks the
+    service's unit tests is rejected and the fault stays unrealised, with the pipeline's verdict."""
+    from apps import load_app
+    from faults.catalogue import load_catalogue
+    from faults.realise import inject
+    from sremarathon_env.backends.sim import SimBackend
+    from sremarathon_env.pipeline import BuildPipeline
+
+    app = load_app("online-boutique")
+    fault = next(f for f in load_catalogue(app.name) if f.realisation.kind == "deploy" and f.realisation.files)
+    backend = SimBackend(app, 0)
+    pipeline = BuildPipeline(app)
+    calls = []
+
+    def build(service, files):
+        calls.append(service)
+        return pipeline.build_change(backend, service, files)
+
+    h = inject(fault, backend, build=build)
+    assert h.ok and calls == [fault.realisation.service]
+
+    def broken(service, files):  # the same change plus a deleted handler file: the unit tests must fail
+        tree = pipeline.current_tree(backend, service)
+        gone = {p: "" for p in tree if "handler" in p}
+        return pipeline.build_change(backend, service, {**files, **gone})
+
+    h2 = inject(fault, SimBackend(app, 0), build=broken)
+    assert not h2.ok and "build rejected" in h2.message

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from apps.spec import AppSpec
 from sremarathon_env.pipeline.diff import PatchError, apply_diff, changed_paths
@@ -81,6 +81,22 @@ class BuildPipeline:
 
     def __init__(self, app: AppSpec):
         self.app = app
+
+    @staticmethod
+    def current_tree(backend: Any, service: str) -> dict[str, str]:
+        """The service's source as the backend's current revision has it."""
+        tree = {}
+        for p in backend.source_files(service) or []:
+            text = backend.read_source(service, p)
+            if text is not None:
+                tree[p] = text
+        return tree
+
+    def build_change(self, backend: Any, service: str, changed: dict[str, str]) -> BuildResult:
+        """Build the service's current source with ``changed`` files replaced, as the diff of that change
+        (how change-driven faults and benign changes enter the same pipeline as the agent's patches)."""
+        base = self.current_tree(backend, service)
+        return self.build(service, base, make_diff(base, {**base, **changed}))
 
     def build(self, service: str, base_files: dict[str, str], diff: str) -> BuildResult:
         base = dict(base_files)

@@ -166,12 +166,7 @@ def _op(res: Any) -> dict:
 
 def patch_source(ctx: "ToolContext", a: S.PatchSource) -> dict:
     be = ctx.backend
-    base = {}
-    for p in be.source_files(a.service):
-        text = be.read_source(a.service, p)
-        if text is not None:
-            base[p] = text
-    build = ctx.pipeline.build(a.service, base, a.diff)
+    build = ctx.pipeline.build(a.service, ctx.pipeline.current_tree(be, a.service), a.diff)
     if not build.ok:
         raise ToolFailure("build_failed", f"build rejected at stage {build.stage_failed}", build.to_json())
     res = be.deploy(a.service, files=build.files, message=a.message, author="agent")
