@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from baselines.base import Policy, incident_id_of
+from baselines.base import Policy
 from baselines.rllib_env import DEFAULT_ENV_CONFIG, ENV_NAME, TrivialMaskedEnv, episode_steps, register
 
 TRIVIAL_ENV_NAME = "SREMarathonRL-trivial"
@@ -259,22 +259,13 @@ class PPOPolicy(Policy):
         return int(self.rng.choice(len(p), p=p))
 
     def act(self, session: Any) -> None:
-        from baselines.random_policy import _Core
+        from baselines.random_policy import _Core, play_rl_action
         from wrappers.rl import RLView
 
         if self.view is None or self._session is not session:
             self.view = RLView(_Core(session))
             self._session = session
-        a = self.choose(self.view._observe())
-        calls = self.view.calls_for(a)
-        if calls is None:
-            return None
-        reads, report, intervention = calls
-        for c in reads:
-            session.call(c["tool"], c["args"])
-        inc = incident_id_of(session.call("report_incident", report))
-        if intervention is not None and inc is not None:
-            session.call(intervention["tool"], {**intervention["args"], "incident_id": inc})
+        play_rl_action(session, self.view, self.choose(self.view._observe()))
         return None
 
 

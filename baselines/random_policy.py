@@ -56,15 +56,19 @@ class RandomPolicy(Policy):
             self._session = session
         obs = self.view._observe()
         valid = np.flatnonzero(obs["action_mask"] > 0)
-        a = int(valid[self.rng.integers(len(valid))])
-        calls = self.view.calls_for(a)
-        if calls is None:
-            return None
-        reads, report, intervention = calls
-        for c in reads:
-            session.call(c["tool"], c["args"])
-        res = session.call("report_incident", report)
-        inc = incident_id_of(res)
-        if intervention is not None and inc is not None:
-            session.call(intervention["tool"], {**intervention["args"], "incident_id": inc})
+        play_rl_action(session, self.view, int(valid[self.rng.integers(len(valid))]))
         return None
+
+
+def play_rl_action(session: Any, view: Any, a: int) -> None:
+    """Carry out RL-view action ``a`` on a marathon session: its reads, the incident it reports, and the
+    intervention citing that incident (used by every policy that acts through the RL view)."""
+    calls = view.calls_for(a)
+    if calls is None:
+        return
+    reads, report, intervention = calls
+    for c in reads:
+        session.call(c["tool"], c["args"])
+    inc = incident_id_of(session.call("report_incident", report))
+    if intervention is not None and inc is not None:
+        session.call(intervention["tool"], {**intervention["args"], "incident_id": inc})
