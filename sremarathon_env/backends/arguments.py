@@ -1,8 +1,8 @@
 """Argument rules both backends share, so a bad intervention gets the same error from the twin and from
 a live cluster (the tools layer shows these messages to the agent).
 
->>> KIND_PLURALS["deploy"], env_key_error("9BAD")
-('deployments', "invalid environment variable name '9BAD'")
+>>> KIND_PLURALS["deploy"], env_key_error("9BAD"), replicas_error(3)
+('deployments', "invalid environment variable name '9BAD'", None)
 >>> merge_resources({"mem_request_mi": 64, "mem_limit_mi": 128}, mem_limit_mi=32)
 ({'mem_request_mi': 32, 'mem_limit_mi': 32}, {'mem_limit_mi': 32}, None)
 """
@@ -27,6 +27,9 @@ KIND_PLURALS = {
     "event": "events", "events": "events", "ev": "events",
 }
 
+#: the most replicas `scale` accepts on either backend
+MAX_REPLICAS = 50
+
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNITS = (("cpu", "m"), ("mem", "mi"))
 
@@ -35,6 +38,13 @@ def env_key_error(key: Any) -> str | None:
     """The error for an environment variable name Kubernetes would reject, or None."""
     if not isinstance(key, str) or not _ENV_KEY.match(key):
         return f"invalid environment variable name {key!r}"
+    return None
+
+
+def replicas_error(replicas: Any) -> str | None:
+    """The error for a replica count `scale` refuses (not an integer in [0, MAX_REPLICAS]), or None."""
+    if isinstance(replicas, bool) or not isinstance(replicas, (int, np.integer)) or not 0 <= replicas <= MAX_REPLICAS:
+        return f"replicas must be an integer in [0, {MAX_REPLICAS}], got {replicas!r}"
     return None
 
 

@@ -47,7 +47,7 @@ from apps import load_app
 from apps.manifests import container_json, manifests
 from apps.spec import AppSpec
 from faults.effects import Effect
-from sremarathon_env.backends.arguments import KIND_PLURALS, env_key_error, merge_resources
+from sremarathon_env.backends.arguments import KIND_PLURALS, env_key_error, merge_resources, replicas_error
 from sremarathon_env.backends.base import EntryEvidence, OpResult
 from sremarathon_env.backends.kubernetes.rest import MERGE, ApiError, KubeRest
 from sremarathon_env.backends.kubernetes.stages import FAULT_ANNOTATION, HEALED, NODE_FAULT_LABEL
@@ -55,7 +55,6 @@ from sremarathon_env.backends.kubernetes.stages import FAULT_ANNOTATION, HEALED,
 EFFECTS_ANNOTATION = "sremarathon.io/effects"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-MAX_REPLICAS = 50
 EXPRESSIBLE = {"crash", "not_ready", "pod_kill", "node_down", "no_endpoints", "memory_hog"}
 _PLURAL = KIND_PLURALS
 
@@ -550,8 +549,8 @@ class KubernetesBackend:
     def scale(self, service: str, replicas: int) -> OpResult:
         if self._dep(service) is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or not 0 <= replicas <= MAX_REPLICAS:
-            return OpResult(False, f"replicas must be an integer in [0, {MAX_REPLICAS}], got {replicas!r}")
+        if replicas_error(replicas):
+            return OpResult(False, replicas_error(replicas))
         self.api.patch("deployments", self.namespace, service, {"spec": {"replicas": int(replicas)}}, sub="scale")
         return OpResult(True, f"deployment.apps/{service} scaled to {replicas}", {"replicas": int(replicas)})
 

@@ -23,7 +23,7 @@ import numpy as np
 from apps import load_app
 from apps.spec import AppSpec
 from faults.effects import Effect
-from sremarathon_env.backends.arguments import env_key_error, merge_resources
+from sremarathon_env.backends.arguments import env_key_error, merge_resources, replicas_error
 from sremarathon_env.backends.base import EntryEvidence, OpResult
 from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
@@ -37,7 +37,6 @@ from sremarathon_env.telemetry.store import MetricStore
 
 IDLE_CPU_CORES = 0.002
 CFS_PERIOD_S = 0.1
-MAX_REPLICAS = 50
 MAX_BATCH = 8
 #: the app has run this long before t=0 (pods started then): counters start at their steady-state totals
 WARM_S = 3600.0
@@ -670,8 +669,8 @@ class SimBackend:
         dep = self._dep(service)
         if dep is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
-        if not isinstance(replicas, (int, np.integer)) or isinstance(replicas, bool) or not 0 <= replicas <= MAX_REPLICAS:
-            return OpResult(False, f"replicas must be an integer in [0, {MAX_REPLICAS}], got {replicas!r}")
+        if replicas_error(replicas):
+            return OpResult(False, replicas_error(replicas))
         self.cluster.scale(dep, int(replicas), self._now)
         self._effects_dirty = True
         return OpResult(True, f"deployment.apps/{service} scaled to {replicas}", {"replicas": int(replicas)})
