@@ -852,6 +852,61 @@ class SimBackend:
             out["restarts"] = float(sum(p.restarts for p in live))
         return out
 
+    def services_health(self, services: list[str], fields: tuple[str, ...]) -> np.ndarray:
+        """Live health of many services at once: ``out[i, j] == service_health(services[i]).get(fields[j], 0.0)``
+        bit for bit (float64, shape ``(len(services), len(fields))``; unknown services and fields read 0.0)."""
+        out = np.zeros((len(services), len(fields)))
+        if not len(services) or not len(fields):
+            return out
+        k = self._tick
+        H = self.history.svc[:, k, :].tolist()
+        c = self.cluster
+        idx = self.m.svc_index
+        need_p95 = "p95_ms" in fields or "own_p95_ms" in fields
+        for i, name in enumerate(services):
+            s = idx.get(name)
+            if s is None:
+                continue
+            rate, fail, lat_w, sig_w, rho = H[0][s], H[1][s], H[2][s], H[3][s], H[4][s]
+            p95 = 0.0
+            if need_p95 and rate > 0:
+                sig = sig_w / rate
+                p95 = math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig)
+            row = out[i]
+            for j, f in enumerate(fields):
+                if f == "error_ratio":
+                    v = fail / rate if rate > 0 else 0.0
+                elif f == "p95_ms":
+                    v = lat_w / rate * p95 if rate > 0 else 0.0
+                elif f == "cpu_util":
+                    v = rho if math.isfinite(rho) else 0.0
+                elif f == "ready":
+                    v = float(self.ready_count[s])
+                elif f == "rate":
+                    v = rate
+                elif f == "own_error_ratio":
+                    v = H[10][s] / rate if rate > 0 else 0.0
+                elif f == "own_p95_ms":
+                    v = H[11][s] / rate * p95 if rate > 0 else 0.0
+                elif f == "lag":
+                    v = H[6][s] if s in self._lag_callee else 0.0
+                elif f in ("desired", "mem_util", "restarts"):
+                    dep = c.deployments[name]
+                    if f == "desired":
+                        v = float(dep.replicas)
+                    else:
+                        live = dep.live_pods()
+                        if f == "restarts":
+                            v = float(sum(p.restarts for p in live))
+                        else:
+                            slots = [p.slot for p in live if p.cstate == "running"]
+                            lim = c.p_mem_lim[slots] if slots else np.array([])
+                            v = float(np.nanmax(self.pod_mem[slots] / lim)) if slots and not np.all(np.isnan(lim)) else 0.0
+                else:
+                    continue
+                row[j] = v
+        return out
+
     def path_health(self, path: str | None = None, at: float | None = None) -> dict[str, float]:
         m = self.m
         if path is None:
