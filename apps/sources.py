@@ -244,7 +244,10 @@ def _render_config(app: AppSpec, service: str, fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@lru_cache(maxsize=1024)
 def _parse_config(text: str, fmt: str) -> Any:
+    """The parsed config file, cached by content (the same trees are built again and again: every fault
+    of a run and every run of a process). The result is shared: callers only read it."""
     if fmt == "json":
         return json.loads(text)
     if fmt == "toml":
@@ -572,29 +575,38 @@ def lint(app: AppSpec, service: str, tree: dict[str, str]) -> list[str]:
         if not isinstance(text, str):
             errors.append(f"{path}: not a text file")
             continue
-        ext = Path(path).suffix.lower()
-        name = Path(path).name
-        try:
-            if ext == ".py":
-                ast.parse(text, filename=path)
-            elif ext == ".json":
-                json.loads(text)
-            elif ext in {".yaml", ".yml"}:
-                list(yaml.safe_load_all(text))
-            elif ext == ".toml":
-                tomllib.loads(text)
-            elif ext in {".xml", ".csproj"}:
-                ET.fromstring(text)
-            else:
-                msg = _balance(text, ext if ext else ("." + name.lower()))
-                if msg:
-                    errors.append(f"{path}: {msg}")
-        except SyntaxError as exc:
-            errors.append(f"{path}: line {exc.lineno}: {exc.msg}")
-        except Exception as exc:  # noqa: BLE001 - every parser error is a lint error
-            errors.append(f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        msg = _lint_file(path, text)
+        if msg is not None:
+            errors.append(msg)
     return errors
 
+
+@lru_cache(maxsize=4096)
+def _lint_file(path: str, text: str) -> str | None:
+    """One file's lint error (``"path: message"``) or None; a pure function of path and content, cached
+    (a build re-lints a whole tree of which usually one file changed)."""
+    ext = Path(path).suffix.lower()
+    name = Path(path).name
+    try:
+        if ext == ".py":
+            ast.parse(text, filename=path)
+        elif ext == ".json":
+            json.loads(text)
+        elif ext in {".yaml", ".yml"}:
+            list(yaml.safe_load_all(text))
+        elif ext == ".toml":
+            tomllib.loads(text)
+        elif ext in {".xml", ".csproj"}:
+            ET.fromstring(text)
+        else:
+            msg = _balance(text, ext if ext else ("." + name.lower()))
+            if msg:
+                return f"{path}: {msg}"
+    except SyntaxError as exc:
+        return f"{path}: line {exc.lineno}: {exc.msg}"
+    except Exception as exc:  # noqa: BLE001 - every parser error is a lint error
+        return f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
 
 __all__ = ["INFRA_LANGUAGES", "client_settings", "config_path", "initial_history", "initial_tree", "lint",
            "operations", "unit_tests"]

@@ -240,3 +240,22 @@ def test_ob_frontend_ad_deadline():
     tree = initial_tree(ob, "frontend")
     assert "productcatalogservice:3550" in tree["config.yaml"]
     assert operations(ob, "cartservice") == ["GetCart", "AddItem", "EmptyCart"]
+
+
+def test_lint_cache_keys_on_path_and_content():
+    """Per-file lint results are cached by (path, content): the same broken text under two paths names each
+    path, repeated lints give the same errors, and a fixed file lints clean again."""
+    from apps import load_app
+    from apps.sources import config_path, initial_tree, lint
+
+    ob = load_app("online-boutique")
+    tree = initial_tree(ob, "frontend")
+    path = config_path(ob, "frontend")
+    broken = {**tree, path: tree[path] + "clients: [unclosed\n"}
+    first = lint(ob, "frontend", broken)
+    assert first and all(e.startswith(path + ":") for e in first)
+    assert lint(ob, "frontend", broken) == first
+    other = {**broken, "extra/" + path: broken[path]}
+    errs = lint(ob, "frontend", other)
+    assert sorted(e.split(":")[0] for e in errs) == sorted([path, "extra/" + path])
+    assert lint(ob, "frontend", tree) == []
