@@ -7,13 +7,20 @@ writes a throw-away PKI (openssl), starts every component in its own session wit
 until the API serves, creates one kwok Node per node of the app's topology (two zones, labelled
 ``topology.kubernetes.io/zone``, InternalIP 127.0.0.1 so nothing leaves loopback) and writes a
 kubeconfig. `LocalCluster.down` stops every process it started (by recorded pid and session, never
-by name) and removes the etcd data.
+by name), waits until its ports are free again and removes the etcd data.
+
+Ports: `up` refuses to start when one of its ports is already taken (naming the port and the
+process holding it) instead of letting a component fail to bind, or, worse, talk to another
+cluster's etcd. `Ports.free()` picks unused loopback ports, and ``die_with_parent=True`` makes every
+component die with the process that started it, so a killed test run leaves no orphan behind.
 
 >>> c = LocalCluster(name="doc", workdir="/tmp/sre-doc-cluster")
 >>> c.kubeconfig_path.endswith("/tmp/sre-doc-cluster/kubeconfig.yaml")
 True
 >>> [n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in node_objects()][:4]
 ['zone-a', 'zone-a', 'zone-a', 'zone-b']
+>>> p = Ports.free(); len(set(p.__dict__.values())) == 6 and busy_ports(p) == []
+True
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -72,6 +80,73 @@ class Ports:
     controller_manager: int = 10257
     scheduler: int = 10259
 
+    @classmethod
+    def free(cls, host: str = "127.0.0.1") -> "Ports":
+        """Six distinct ports that nothing listens on now (chosen by the kernel, so concurrent callers differ)."""
+        socks = []
+        try:
+            for _ in cls.__dataclass_fields__:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind((host, 0))
+                socks.append(s)
+            return cls(*(s.getsockname()[1] for s in socks))
+        finally:
+            for s in socks:
+                s.close()
+
+
+def _bindable(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a listener could bind host:port now (SO_REUSEADDR, as Go's listeners set, so TIME_WAIT is fine)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def port_holder(port: int) -> str | None:
+    """``"pid 123: /path/prog args"`` of the process listening on TCP ``port`` (Linux /proc), or None."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{f[9]}]")
+    if not inodes:
+        return None
+    for pid in sorted((d for d in os.listdir("/proc") if d.isdigit()), key=int):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in fds):
+                argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                return f"pid {pid}: " + " ".join(a.decode(errors="replace") for a in argv[:3] if a)
+        except OSError:
+            continue
+    return "a process this user cannot see"
+
+
+def busy_ports(ports: Ports) -> list[str]:
+    """One line per port of ``ports`` that is already taken on 127.0.0.1, naming its holder when known."""
+    out = []
+    for name, port in sorted(ports.__dict__.items()):
+        if not _bindable(port):
+            out.append(f"{name} 127.0.0.1:{port} is in use ({port_holder(port) or 'holder unknown'})")
+    return out
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: the kernel kills us when our parent exits
+
 
 def node_objects(app: Any = None) -> list[dict[str, Any]]:
     """kwok Node objects for the app's topology (default: Online Boutique's five nodes in two zones)."""
@@ -104,6 +179,9 @@ class LocalCluster:
     workdir: str | None = None
     bin_dir: str | None = None
     ports: Ports = field(default_factory=Ports)
+    # True: every component gets SIGKILL from the kernel when the process that started it exits (tests:
+    # a killed pytest leaves no orphan holding the ports). False (the CLI): the cluster outlives `cluster up`.
+    die_with_parent: bool = False
 
     def __post_init__(self) -> None:
         self.root = Path(self.workdir or cache_root() / "clusters" / self.name)
@@ -219,6 +297,10 @@ class LocalCluster:
         if bin_dir is None:
             raise ClusterError("no control-plane binaries: run live/build_control_plane.sh (or `sremarathon cluster "
                                "build`), or set SREMARATHON_K8S_BIN")
+        busy = busy_ports(self.ports)
+        if busy:
+            raise ClusterError("cannot start: " + "; ".join(busy) + " (another cluster or a leftover process; "
+                               "stop it or choose other ports, e.g. Ports.free())")
         t0 = time.monotonic()
         self.root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.root / "etcd", ignore_errors=True)
@@ -259,7 +341,8 @@ class LocalCluster:
         log = open(self.root / "logs" / f"{comp}.log", "ab")
         try:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=self.root, start_new_session=True)
+                                    cwd=self.root, start_new_session=True,
+                                    preexec_fn=_die_with_parent if self.die_with_parent else None)
         finally:
             log.close()
         st["procs"][comp] = {"pid": proc.pid, "exe": cmd[0]}
@@ -304,8 +387,9 @@ class LocalCluster:
         return sum(1 for n in items for cond in n.get("status", {}).get("conditions", [])
                    if cond.get("type") == "Ready" and cond.get("status") == "True")
 
-    def down(self, keep_data: bool = False) -> list[str]:
-        """Stop every recorded process (SIGTERM to its session, SIGKILL after 10 s); returns their names."""
+    def down(self, keep_data: bool = False, port_wait_s: float = 10.0) -> list[str]:
+        """Stop every recorded process (SIGTERM to its session, SIGKILL after 10 s) and wait until the ports it
+        used can be bound again; returns the names of the stopped components."""
         st = self.state()
         stopped = []
         for comp in reversed(COMPONENTS):
@@ -316,20 +400,32 @@ class LocalCluster:
         if st:
             st["procs"] = {}
             self._save(st)
+        if stopped:
+            ports = [int(p) for p in st.get("ports", {}).values()]
+            end = time.monotonic() + port_wait_s
+            while any(not _bindable(p) for p in ports) and time.monotonic() < end:
+                time.sleep(0.1)
         if not keep_data:
             shutil.rmtree(self.root / "etcd", ignore_errors=True)
         return stopped
 
 
 def _alive(pid: int, exe: str) -> bool:
-    """True when ``pid`` runs ``exe`` (a recycled pid running something else is not ours)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv0 = f.read().split(b"\0", 1)[0].decode(errors="replace")
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
+    """True when ``pid`` runs ``exe`` (a recycled pid running something else is not ours).
+
+    Popen returns once exec has begun, a moment before the kernel fills in the new argv, when
+    /proc/<pid>/cmdline still reads empty: that is read again rather than taken for an exit."""
+    for attempt in range(50):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0", 1)[0].decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        if argv0 or state == "Z":
+            break
+        time.sleep(0.002)
     return argv0 == exe and state != "Z"
 
 

@@ -59,3 +59,89 @@ def test_up_without_binaries_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(mod, "find_bin_dir", lambda: None)
     with pytest.raises(mod.ClusterError, match="build_control_plane"):
         LocalCluster(name="x", workdir=str(tmp_path)).up()
+
+
+def test_free_ports_are_distinct_and_bindable():
+    from sremarathon_env.backends.kubernetes.cluster import busy_ports
+    p = Ports.free()
+    assert len(set(p.__dict__.values())) == 6 and busy_ports(p) == []
+
+
+def test_up_refuses_a_taken_port_and_names_its_holder(tmp_path):
+    """The flake: a leftover kube-apiserver held the port, the new one failed to bind (and etcd's health check
+    answered from the old cluster's etcd). Now `up` refuses before starting anything, naming the holder."""
+    import socket
+    ports = Ports.free()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", ports.apiserver))
+    holder.listen()
+    try:
+        c = LocalCluster(name="x", workdir=str(tmp_path), bin_dir=str(tmp_path / "bin"), ports=ports)
+        with pytest.raises(Exception, match=rf"apiserver 127.0.0.1:{ports.apiserver} is in use \(pid {os.getpid()}:"):
+            c.up()
+        assert c.running() == {} and not (tmp_path / "logs").exists()
+    finally:
+        holder.close()
+
+
+_PARENT = """
+import sys, shutil
+from sremarathon_env.backends.kubernetes.cluster import LocalCluster
+c = LocalCluster(name="x", workdir=sys.argv[1], die_with_parent=sys.argv[2] == "1")
+(c.root / "logs").mkdir(parents=True, exist_ok=True)
+c._start("etcd", [shutil.which("sleep"), "300"], {"procs": {}})
+print(c.running()["etcd"], flush=True)
+"""
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_components_die_with_a_killed_parent_only_when_tied(tmp_path, tied):
+    """A test run killed mid-way must not leave orphans holding the ports; the CLI's cluster must outlive it."""
+    import subprocess
+    import sys
+    import time
+    out = subprocess.run([sys.executable, "-c", _PARENT, str(tmp_path), "1" if tied else "0"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    pid = int(out.split()[-1])
+    c = LocalCluster(name="x", workdir=str(tmp_path))
+    try:
+        end = time.monotonic() + 5
+        while c.running() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert (c.running() == {}) is tied, (pid, c.running())
+    finally:
+        c.down()
+    assert c.running() == {}
+
+
+def test_down_waits_until_the_ports_are_free(tmp_path):
+    """Stopping returns only once a new cluster could bind the same ports (no 'address already in use')."""
+    import sys
+    import time
+    from sremarathon_env.backends.kubernetes.cluster import _bindable
+    ports = Ports.free()
+    c = LocalCluster(name="x", workdir=str(tmp_path), ports=ports)
+    (tmp_path / "logs").mkdir()
+    st = {"procs": {}, "ports": ports.__dict__}
+    prog = ("import signal, socket, sys, time; signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1), sys.exit(0)));"
+            f"s = socket.socket(); s.bind(('127.0.0.1', {ports.etcd})); s.listen(); time.sleep(300)")
+    c._start("etcd", [sys.executable, "-c", prog], st)
+    end = time.monotonic() + 10
+    while _bindable(ports.etcd) and time.monotonic() < end:
+        time.sleep(0.02)
+    assert not _bindable(ports.etcd)
+    assert c.down() == ["etcd"]
+    assert _bindable(ports.etcd)
+
+
+def test_a_component_is_running_right_after_start(tmp_path):
+    """Popen returns while /proc/<pid>/cmdline is still empty; that must not read as 'exited' (a spurious
+    'etcd exited while waiting for etcd health')."""
+    sleep = shutil.which("sleep")
+    c = LocalCluster(name="x", workdir=str(tmp_path))
+    (tmp_path / "logs").mkdir()
+    for _ in range(20):
+        c._start("etcd", [sleep, "300"], {"procs": {}})
+        seen = c.running()
+        c.down()
+        assert list(seen) == ["etcd"]

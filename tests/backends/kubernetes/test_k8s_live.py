@@ -38,9 +38,10 @@ def cluster(tmp_path_factory):
         pytest.skip("no control-plane binaries (run live/build_control_plane.sh)")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         pytest.skip("one cluster per session: run the live tests without xdist (-p no:xdist -m live)")
-    c = LocalCluster(name="sre-test", workdir=str(tmp_path_factory.mktemp("cluster")),
-                     ports=Ports(apiserver=26443, etcd=22379, etcd_peer=22380, kwok=20247, controller_manager=20257,
-                                 scheduler=20259))
+    # free ports (a leftover or concurrent cluster cannot collide) and components tied to this process
+    # (a killed test run leaves no orphan kube-apiserver behind)
+    c = LocalCluster(name="sre-test", workdir=str(tmp_path_factory.mktemp("cluster")), ports=Ports.free(),
+                     die_with_parent=True)
     t0 = time.monotonic()
     c.up()
     c.start_s = round(time.monotonic() - t0, 1)
