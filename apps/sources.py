@@ -404,59 +404,84 @@ def _num(v: Any) -> bool:
 _ADDR_RE = re.compile(r"^([a-z][a-z0-9+.-]*://)?([^@/\s]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:\d{1,5}([/?].*)?$")
 
 
-def _code_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
+#: (id(app), service) -> (app, plan): what a service's code unit tests look for, derived from the AppSpec once
+#: (the AppSpec is read-only; the entry keeps the object so that a reused id never hits a stale plan)
+_CODE_PLANS: dict[tuple[int, str], tuple[AppSpec, dict]] = {}
+
+
+def _code_plan(app: AppSpec, service: str, tpl: dict) -> dict:
+    key = (id(app), service)
+    hit = _CODE_PLANS.get(key)
+    if hit is not None and hit[0] is app:
+        return hit[1]
     svc = app.service(service)
     base = _values(app, svc)
+    handlers = []
+    for op in operations(app, service):
+        name = _styled(op, tpl["handler_style"])
+        handlers.append((f"handler_{_snake(op)}_defined", name,
+                         re.compile(_fill(tpl["handler_def"], {"name": re.escape(name)}), re.M)))
+    plan = {
+        "cfg_path": config_path(app, service), "fmt": tpl["config"]["format"], "want_port": _port(svc),
+        "clients": [(c["name"], _snake(c["name"])) for c in client_settings(app, service)],
+        "entry_path": _fill(tpl["entry"], base), "port_def": re.compile(tpl["port_def"]),
+        "hpath": _fill(tpl["handlers_file"], base), "tpath": _fill(tpl["test_file"], base), "handlers": handlers,
+    }
+    if len(_CODE_PLANS) > 512:
+        _CODE_PLANS.clear()
+    _CODE_PLANS[key] = (app, plan)
+    return plan
+
+
+def _code_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
+    plan = _code_plan(app, service, tpl)
     res: list[tuple[str, bool, str]] = []
-    cfg_path = config_path(app, service)
+    cfg_path = plan["cfg_path"]
     text = tree.get(cfg_path)
     cfg: Any = None
     if text is None:
         res.append(("config_parses", False, f"{cfg_path} is missing"))
     else:
         try:
-            cfg = _parse_config(text, tpl["config"]["format"])
+            cfg = _parse_config(text, plan["fmt"])
             ok = isinstance(cfg, dict)
             res.append(("config_parses", ok, "ok" if ok else f"{cfg_path}: top level is not a mapping"))
         except Exception as exc:  # noqa: BLE001 - any parse error is a test failure
             res.append(("config_parses", False, f"{cfg_path}: {type(exc).__name__}: {exc}"))
     if not isinstance(cfg, dict):
         cfg = {}
-    want_port = _port(svc)
+    want_port = plan["want_port"]
     res.append(("config_port_matches_service", cfg.get("port") == want_port,
                 f"port {cfg.get('port')!r}, Service targets {want_port}"))
     clients = cfg.get("clients") if isinstance(cfg.get("clients"), dict) else {}
-    for c in client_settings(app, service):
-        n = c["name"]
+    for n, ident in plan["clients"]:
         entry = clients.get(n)
         entry = entry if isinstance(entry, dict) else {}
         addr = entry.get("address")
-        res.append((f"config_{_snake(n)}_address_defined", isinstance(addr, str) and bool(_ADDR_RE.match(addr)),
+        res.append((f"config_{ident}_address_defined", isinstance(addr, str) and bool(_ADDR_RE.match(addr)),
                     f"{n}.address = {addr!r}"))
         t = entry.get("timeout_ms")
-        res.append((f"config_{_snake(n)}_timeout_positive", _num(t) and t > 0, f"{n}.timeout_ms = {t!r}"))
+        res.append((f"config_{ident}_timeout_positive", _num(t) and t > 0, f"{n}.timeout_ms = {t!r}"))
         r = entry.get("retries")
-        res.append((f"config_{_snake(n)}_retries_valid", isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 10,
+        res.append((f"config_{ident}_retries_valid", isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 10,
                     f"{n}.retries = {r!r}"))
         p = entry.get("pool_size")
-        res.append((f"config_{_snake(n)}_pool_size_valid", isinstance(p, int) and not isinstance(p, bool) and p >= 1,
+        res.append((f"config_{ident}_pool_size_valid", isinstance(p, int) and not isinstance(p, bool) and p >= 1,
                     f"{n}.pool_size = {p!r}"))
-    entry_path = _fill(tpl["entry"], base)
+    entry_path = plan["entry_path"]
     etext = tree.get(entry_path, "")
-    m = re.search(tpl["port_def"], etext)
+    m = plan["port_def"].search(etext)
     got = m.group(1) if m else None
     res.append(("entrypoint_port_matches_service", got == str(want_port),
                 f"{entry_path}: default port {got!r}, Service targets {want_port}" if entry_path in tree
                 else f"{entry_path} is missing"))
-    hpath = _fill(tpl["handlers_file"], base)
+    hpath = plan["hpath"]
     htext = tree.get(hpath, "")
-    tpath = _fill(tpl["test_file"], base)
+    tpath = plan["tpath"]
     ttext = tree.get(tpath)
-    for op in operations(app, service):
-        name = _styled(op, tpl["handler_style"])
-        pat = _fill(tpl["handler_def"], {"name": re.escape(name)})
-        ok = re.search(pat, htext, re.M) is not None
-        res.append((f"handler_{_snake(op)}_defined", ok, f"{hpath}: handler {name} " + ("defined" if ok else "not defined")))
+    for test_name, name, pat in plan["handlers"]:
+        ok = pat.search(htext) is not None
+        res.append((test_name, ok, f"{hpath}: handler {name} " + ("defined" if ok else "not defined")))
     res.append(("unit_test_file_present", ttext is not None and len(ttext.strip()) > 0, tpath))
     return res
 
@@ -510,55 +535,76 @@ _NO_SINGLE_QUOTE = {".rs", ".txt", ".mod", ".properties", ".cnf", ".conf", ".sh"
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 
 
-def _balance(text: str, ext: str) -> str | None:
+@lru_cache(maxsize=None)
+def _balance_scanner(ext: str) -> tuple[re.Pattern, frozenset, tuple, dict]:
+    """(token pattern, quote characters, line-comment prefixes, per-quote string-body stop pattern) for ``ext``.
+    Tokens in the order `_balance` tries them at one position: line comment, block comment, quote, bracket."""
     line_c = _LINE_COMMENTS.get(ext, ())
     quotes = {'"'} if ext in _NO_SINGLE_QUOTE else {'"', "'"}
     if ext in {".go", ".js", ".ts"}:
         quotes = quotes | {"`"}
+    alts = [re.escape(c) for c in line_c]
+    if ext in _BLOCK_COMMENT_EXT:
+        alts.append(re.escape("/*"))
+    alts.append("[" + "".join(re.escape(q) for q in sorted(quotes)) + re.escape("()[]{}") + "]")
+    stops = {q: re.compile("[" + re.escape(q) + re.escape("\\") + ("" if q == "`" else "\n") + "]") for q in quotes}
+    return re.compile("|".join(alts)), frozenset(quotes), line_c, stops
+
+
+def _balance(text: str, ext: str) -> str | None:
+    """The first bracket, quote or comment error of ``text`` (``"line N: ..."``) or None. Scans from token to
+    token (comment starts, quotes, brackets); the line of a position is one plus the newlines before it."""
+    pat, quotes, line_c, stops = _balance_scanner(ext)
     stack: list[tuple[str, int]] = []
-    i, line, n = 0, 1, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\n":
-            line += 1
-        elif any(text.startswith(c, i) for c in line_c):
+    i, line, counted, n = 0, 1, 0, len(text)
+    while True:
+        m = pat.search(text, i)
+        if m is None:
+            break
+        i = m.start()
+        tok = m.group()
+        line += text.count("\n", counted, i)
+        counted = i
+        if tok in line_c:
             j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        elif ext in _BLOCK_COMMENT_EXT and text.startswith("/*", i):
+            if j < 0:
+                break
+            i = j
+        elif tok == "/*":
             j = text.find("*/", i + 2)
             if j < 0:
                 return f"line {line}: unterminated block comment"
-            line += text.count("\n", i, j)
             i = j + 2
-            continue
-        elif ch in quotes:
-            if ext in {".py"} and text.startswith(ch * 3, i):
-                j = text.find(ch * 3, i + 3)
+        elif tok in quotes:
+            if ext == ".py" and text.startswith(tok * 3, i):
+                j = text.find(tok * 3, i + 3)
                 if j < 0:
                     return f"line {line}: unterminated triple-quoted string"
-                line += text.count("\n", i, j)
                 i = j + 3
                 continue
+            stop = stops[tok]
             j = i + 1
-            while j < n and text[j] != ch:
-                if text[j] == "\\":
-                    j += 1
-                elif text[j] == "\n" and ch != "`":
+            while True:
+                mm = stop.search(text, j)
+                if mm is None:
                     return f"line {line}: unterminated string literal"
-                j += 1
-            if j >= n:
-                return f"line {line}: unterminated string literal"
-            line += text.count("\n", i, j)
+                j = mm.start()
+                c = text[j]
+                if c == tok:
+                    break
+                if c == "\\":
+                    j += 2
+                    continue
+                return f"line {line}: unterminated string literal"   # a newline inside the literal
             i = j + 1
-            continue
-        elif ch in "([{":
-            stack.append((ch, line))
-        elif ch in ")]}":
-            if not stack or stack[-1][0] != _PAIRS[ch]:
-                return f"line {line}: unmatched {ch!r}"
+        elif tok in "([{":
+            stack.append((tok, line))
+            i += 1
+        else:
+            if not stack or stack[-1][0] != _PAIRS[tok]:
+                return f"line {line}: unmatched {tok!r}"
             stack.pop()
-        i += 1
+            i += 1
     if stack:
         return f"line {stack[-1][1]}: unclosed {stack[-1][0]!r}"
     return None

@@ -259,3 +259,23 @@ def test_lint_cache_keys_on_path_and_content():
     errs = lint(ob, "frontend", other)
     assert sorted(e.split(":")[0] for e in errs) == sorted([path, "extra/" + path])
     assert lint(ob, "frontend", tree) == []
+
+
+@pytest.mark.parametrize("ext,text,want", [
+    (".go", "a(b)\n/* x\n( */\nc[\n", "line 4: unclosed '['"),
+    (".go", "x := `a\n(b`\n)", "line 3: unmatched ')'"),
+    (".java", 's = "a\\"(";\nf(', "line 2: unclosed '('"),
+    (".java", 's = "abc\n";', "line 1: unterminated string literal"),
+    (".java", "// (\n/* never closed", "line 2: unterminated block comment"),
+    (".sql", "-- ( ' \nSELECT ('a')\n", None),
+    (".rs", "let c = 'x'; {", "line 1: unclosed '{'"),
+    (".php", "# (\n// [\n{ }", None),
+    (".txt", "a\n\n'(\n", "line 3: unclosed '('"),
+    (".lua", 'print("a\\\\")\n)', "line 2: unmatched ')'"),
+    (".js", "s = 'a\\\n(b'", None),
+])
+def test_balance_cases(ext, text, want):
+    """Hand-checked bracket/quote/comment verdicts with the line the scanner reports."""
+    from apps.sources import _balance
+
+    assert _balance(text, ext) == want
