@@ -282,16 +282,18 @@ class SREMarathonEnv(gym.Env):
         self._log.append(("call", tool, args))
         return self.marathon.call(tool, args)
 
-    def end_invocation(self, usage: dict | None = None, error: str | None = None):
-        """Close the current invocation, advance the clock; the step tuple (per-tool-call view)."""
+    def end_invocation(self, usage: dict | None = None, error: str | None = None, observe: bool = True):
+        """Close the current invocation, advance the clock; the step tuple (per-tool-call view).
+        ``observe=False`` (views that build their own observation from the marathon, e.g. the RL view)
+        returns None in place of the core observation and skips building it; nothing else changes."""
         if self._done:
             raise gym.error.ResetNeeded("the marathon is over (truncated); call reset()")
         self._log.append(("end", usage, error))
         self.marathon.end_invocation(usage, error)
         self._last_error = error
-        return self._after_invocation()
+        return self._after_invocation(observe)
 
-    def _after_invocation(self):
+    def _after_invocation(self, observe: bool = True):
         m = self.marathon
         more = m.advance_to_next_invocation()
         info_extra: dict[str, Any] = {}
@@ -309,7 +311,7 @@ class SREMarathonEnv(gym.Env):
         self._running += reward
         info = self._info()
         info.update(info_extra)
-        return self._obs(), float(reward), False, bool(not more), info
+        return self._obs() if observe else None, float(reward), False, bool(not more), info
 
     def raw_observation(self) -> dict[str, Any]:
         """The current observation as Python structures (what the texts serialise)."""

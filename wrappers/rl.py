@@ -193,8 +193,9 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         a = int(np.asarray(action).item()) if not isinstance(action, (int, np.integer)) else int(action)
         calls = self.calls_for(a)
         core = self.env.unwrapped
+        # the core observation is never built here: this view observes the marathon itself
         if calls is None:
-            _, reward, term, trunc, info = self.env.step([])
+            _, reward, term, trunc, info = core.end_invocation(observe=False)
         else:
             # reads first, then report_incident; the intervention cites the incident just opened
             reads, report, intervention = calls
@@ -204,7 +205,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             if intervention is not None:
                 iid = res.result["incident"]["id"] if res.ok and isinstance(res.result, dict) else None
                 core.call(intervention["tool"], {**intervention["args"], "incident_id": iid})
-            _, reward, term, trunc, info = core.end_invocation()
+            _, reward, term, trunc, info = core.end_invocation(observe=False)
         info = dict(info)
         info["action_label"] = self.action_labels[a] if 0 <= a < MAX_ACTIONS else f"invalid({a})"
         info["action_valid"] = bool(0 <= a < MAX_ACTIONS and self._last_mask[a] > 0)

@@ -87,3 +87,25 @@ def test_alert_json_text_is_dumps_of_its_dict_for_edge_values():
         a.state, a.value, a.first_firing_ms, a.firing_ms, a.resolved_ms, a.episodes = state, value, ff, fs, res, ep
         a.rev += 1
         assert a.json_text() == dumps(a.to_dict())
+
+
+def test_skipping_core_observations_changes_nothing():
+    """`end_invocation(observe=False)` (the RL view's path) returns no observation, and an observation built
+    after several skipped ones equals that of an env that observed every step; rewards and infos match."""
+    kw = dict(injection_s=1200, observation_s=240, reference_run=False)
+    a = gym.make(IDS["online-boutique"], **kw).unwrapped
+    b = gym.make(IDS["online-boutique"], **kw).unwrapped
+    a.reset(options={"scenario_seed": 4})
+    b.reset(options={"scenario_seed": 4})
+    k, trunc = 0, False
+    while not trunc:
+        oa, ra, _, trunc, ia = a.step("[]")
+        ob, rb, _, tb, ib = b.end_invocation(observe=False)
+        assert ob is None and (ra, trunc, ia["t"]) == (rb, tb, ib["t"])
+        k += 1
+        if k % 4 == 0 or trunc:
+            fresh = b._obs()
+            assert sorted(fresh) == sorted(oa)
+            for key in oa:
+                assert str(fresh[key]) == str(oa[key]), key
+    assert ia["bundle_digest"] == ib["bundle_digest"]
