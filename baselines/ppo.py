@@ -306,21 +306,31 @@ def bench_sampling(app: str = "online-boutique", env_runners: int = 2, envs_per_
                 group = algo.env_runner_group
                 remote = env_runners > 0
 
-                def run(n: int) -> tuple[int, float]:
+                def run(n: int) -> tuple[int, float, float]:
+                    """(env steps, wall seconds, CPU seconds summed over the runners that sampled)."""
+                    def sample(r: Any) -> tuple[int, float]:
+                        c0 = time.process_time()
+                        k = sum(len(e) for e in r.sample(num_timesteps=n))
+                        return k, time.process_time() - c0
+
                     t0 = time.perf_counter()
-                    eps = group.foreach_env_runner(lambda r: sum(len(e) for e in r.sample(num_timesteps=n)),
-                                                   local_env_runner=not remote)
-                    return int(sum(eps)), time.perf_counter() - t0
+                    res = group.foreach_env_runner(sample, local_env_runner=not remote)
+                    return int(sum(k for k, _ in res)), time.perf_counter() - t0, float(sum(c for _, c in res))
 
                 # the trivial env gets a longer sample so its fixed per-call overhead does not understate it
                 n_steps = steps if key == "sremarathon" else max(steps, 2000)
                 run(max(n_steps // 4, 1))  # warm-up (first resets, module build)
-                n, dt = run(n_steps)
-                out[key] = {"env_steps": n, "seconds": round(dt, 3), "steps_per_s": round(n / dt, 2)}
+                n, dt, cpu = run(n_steps)
+                out[key] = {"env_steps": n, "seconds": round(dt, 3), "steps_per_s": round(n / dt, 2),
+                            "cpu_s": round(cpu, 3), "steps_per_cpu_s": round(n / cpu, 2) if cpu > 0 else None,
+                            "cpu_ms_per_step": round(1e3 * cpu / n, 3) if n else None}
             finally:
                 algo.stop()
     finally:
         if not keep_ray:
             shutdown_ray()
     out["ratio"] = round(out["sremarathon"]["steps_per_s"] / out["trivial"]["steps_per_s"], 4)
+    # the same ratio in CPU time of the sampling runners (robust on a shared, loaded machine)
+    a, b = out["sremarathon"]["steps_per_cpu_s"], out["trivial"]["steps_per_cpu_s"]
+    out["ratio_cpu"] = round(a / b, 4) if a and b else None
     return out

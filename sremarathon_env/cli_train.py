@@ -170,8 +170,9 @@ def _bench(args) -> int:
         print(f"RLlib sampling, {args.env_runners} runner(s) x {args.envs_per_runner} env(s), "
               f"{r['steps_per_runner']} steps per runner:")
         for k in ("trivial", "sremarathon"):
-            print(f"  {k:12s} {r[k]['steps_per_s']:10.1f} env steps/s  ({r[k]['env_steps']} steps, {r[k]['seconds']} s)")
-        print(f"  ratio sremarathon/trivial = {r['ratio']:.3f} (target >= 0.7)")
+            print(f"  {k:12s} {r[k]['steps_per_s']:10.1f} env steps/s  ({r[k]['env_steps']} steps, {r[k]['seconds']} s;"
+                  f" runner CPU {r[k]['cpu_ms_per_step']} ms/step)")
+        print(f"  ratio sremarathon/trivial = {r['ratio']:.3f} wall, {r['ratio_cpu']} runner CPU (target >= 0.7)")
         print("  command: " + _command(args, ["app", "env_runners", "envs_per_runner", "injection_s", "observation_s",
                                               "no_noise", "episodes"]))
     return 0
