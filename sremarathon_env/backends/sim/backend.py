@@ -37,7 +37,7 @@ from sremarathon_env.telemetry.store import MetricStore
 
 IDLE_CPU_CORES = 0.002
 CFS_PERIOD_S = 0.1
-MAX_BATCH = 8
+MAX_BATCH = 32
 #: the app has run this long before t=0 (pods started then): counters start at their steady-state totals
 WARM_S = 3600.0
 _VERSION_TAG = re.compile(r"^v?\d+(\.\d+){1,2}([-+][0-9A-Za-z.]+)?$")
@@ -164,9 +164,10 @@ class SimBackend:
             c.check_progress(T)
             if c.dirty or self._effects_dirty:
                 self._refresh(T, k)
-            # blocks never cross the 8-tick grid, so twins advanced on the 120 s invocation grid compute
-            # exactly the same blocks (bit-identical floats) whatever their advance pattern
-            k1 = min(target, (k // MAX_BATCH + 1) * MAX_BATCH - 1 if k % MAX_BATCH else k + MAX_BATCH - 1)
+            # every per-tick number is computed elementwise along the tick axis (running totals one tick
+            # at a time, `seqsum`), so a tick's floats do not depend on where a block starts or ends
+            # (tested): blocks run as long as the cluster is at rest, up to MAX_BATCH ticks
+            k1 = min(target, k + MAX_BATCH - 1)
             nxt = c.next_event_time()
             if nxt < math.inf:
                 k1 = max(k, min(k1, math.ceil(nxt / self.tick_s - 1e-9) - 1))
@@ -181,20 +182,31 @@ class SimBackend:
         rate = self._base_task_rate * self.res.path_factor
         if not self.noise_load:
             return np.broadcast_to(rate, (K, self.m.P))
-        ticks = np.arange(k0, k0 + K)
-        blocks = ticks // 256
-        noise = np.empty((K, self.m.P))
-        for b in np.unique(blocks):
-            if b != self._load_rng_block:
-                rng = child_rng(self.seed, "load", "jitter", int(b))
-                self._load_noise = rng.standard_normal((256, self.m.P))
-                self._load_rng_block = int(b)
-            sel = blocks == b
-            noise[sel] = self._load_noise[ticks[sel] % 256]
-        load = self.app.load
-        t = ticks * self.tick_s
-        diurnal = 1.0 + load.diurnal_amplitude * np.sin(2 * math.pi * t / 7200.0 + self._diurnal_phase)
-        return rate * diurnal[:, None] * np.exp(load.jitter * noise - 0.5 * load.jitter ** 2)
+        # per 256-tick block of the load noise: the diurnal factor and the jitter factor of every tick,
+        # computed once (elementwise, so the same floats as computing them per call)
+        b0, b1 = k0 // 256, (k0 + K - 1) // 256
+        if b0 == b1:
+            diurnal, jit = self._load_factors(b0)
+            i = k0 - 256 * b0
+            return rate * diurnal[i:i + K, None] * jit[i:i + K]
+        out = []
+        for b in range(b0, b1 + 1):
+            lo, hi = max(k0, 256 * b), min(k0 + K, 256 * (b + 1))
+            diurnal, jit = self._load_factors(b)
+            out.append(rate * diurnal[lo - 256 * b:hi - 256 * b, None] * jit[lo - 256 * b:hi - 256 * b])
+        return np.concatenate(out, axis=0)
+
+    def _load_factors(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """(diurnal (256,), jitter (256, P)) load factors of the ticks of noise block ``b``."""
+        if b != self._load_rng_block:
+            rng = child_rng(self.seed, "load", "jitter", int(b))
+            noise = rng.standard_normal((256, self.m.P))
+            load = self.app.load
+            t = np.arange(256 * b, 256 * (b + 1)) * self.tick_s
+            diurnal = 1.0 + load.diurnal_amplitude * np.sin(2 * math.pi * t / 7200.0 + self._diurnal_phase)
+            self._load_noise = (diurnal, np.exp(load.jitter * noise - 0.5 * load.jitter ** 2))
+            self._load_rng_block = int(b)
+        return self._load_noise
 
     def _run_block(self, k0: int, K: int, dt: float) -> list[EntryEvidence]:
         """Ticks ``k0 .. k0+K-1`` under unchanged cluster state (cut short by an OOM kill)."""
@@ -207,13 +219,6 @@ class SimBackend:
         ready = self.pod_ready_eff[sl]
         running = c.p_running[sl] & c.p_active[sl]
         per_pod_rate = np.where(ready, out.svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
-        demand = running * (IDLE_CPU_CORES + per_pod_rate * m.cpu_ms_per_call[svc] * 1e-3 + self.pod_burn[sl])
-        lim = c.p_cpu_lim[sl]
-        has_lim = ~np.isnan(lim)
-        lim_f = np.where(has_lim, lim, 1.0)
-        usage = np.where(has_lim, np.minimum(demand, lim_f), demand)
-        util = demand / lim_f
-        thr_frac = np.clip((util - 0.6) / 0.6, 0.0, 1.0) * has_lim
         T = (k0 + np.arange(K))[:, None] * self.tick_s
         leak = self.pod_leak_rate[sl] * np.maximum(T - np.fmax(c.p_started[sl], self.pod_leak_since[sl]), 0.0) / 60.0
         mem = running * (m.mem_base_mi[svc] + m.mem_per_rps_mi[svc] * per_pod_rate + self.pod_hog[sl] + leak)
@@ -223,15 +228,25 @@ class SimBackend:
             cut = int(np.flatnonzero(over.any(axis=1))[0]) + 1
             if cut < K:
                 out = take(out, cut)
-                usage, util, thr_frac, mem, over = usage[:cut], util[:cut], thr_frac[:cut], mem[:cut], over[:cut]
+                per_pod_rate, mem, over = per_pod_rate[:cut], mem[:cut], over[:cut]
         Kc = cut
-        periods = running * (dt / CFS_PERIOD_S)
-        cpu = seqsum(self.cpu_cum[sl], usage * dt)
-        per = seqsum(self.periods_cum[sl], np.broadcast_to(periods, (Kc, len(sl))))
-        thr = seqsum(self.throttled_cum[sl], periods * thr_frac)
-        self.cpu_cum[sl], self.periods_cum[sl], self.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
         self.pod_mem[sl] = mem[-1]
-        self.pod_util[sl] = util[-1]
+        if self.metrics:   # cAdvisor CPU counters: only the metric writer reads them
+            demand = running * (IDLE_CPU_CORES + per_pod_rate * m.cpu_ms_per_call[svc] * 1e-3 + self.pod_burn[sl])
+            lim = c.p_cpu_lim[sl]
+            has_lim = ~np.isnan(lim)
+            lim_f = np.where(has_lim, lim, 1.0)
+            usage = np.where(has_lim, np.minimum(demand, lim_f), demand)
+            util = demand / lim_f
+            thr_frac = np.clip((util - 0.6) / 0.6, 0.0, 1.0) * has_lim
+            periods = running * (dt / CFS_PERIOD_S)
+            cpu = seqsum(self.cpu_cum[sl], usage * dt)
+            per = seqsum(self.periods_cum[sl], np.broadcast_to(periods, (Kc, len(sl))))
+            thr = seqsum(self.throttled_cum[sl], periods * thr_frac)
+            self.cpu_cum[sl], self.periods_cum[sl], self.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
+            self.pod_util[sl] = util[-1]
+        else:
+            cpu = per = thr = None
         lag_block = np.zeros((Kc, len(self._lag)))
         for k in range(Kc if len(self._lag) else 0):
             for i, e in enumerate(m.async_edges):

@@ -139,9 +139,11 @@ class TrafficModel:
             nodes = np.flatnonzero(m.node_depth == d)
             dl = nodes[np.isfinite(m.node_deadline[nodes]) & ~m.node_async[nodes]]
             parents = par[nodes]
-            lat_g = _Groups(parents, m.N, w_lat[nodes])
-            fail_g = _Groups(parents, m.N, w_fail[nodes])
-            self._levels.append((nodes, dl, np.log(m.node_deadline[dl]), m.node_deadline[dl], lat_g, fail_g))
+            g = _Groups(parents, m.N)
+            # children gathered in parent order (one gather), summed per parent, added to the parents only
+            idx = nodes[g.order]
+            self._levels.append((idx, dl, np.log(m.node_deadline[dl]), m.node_deadline[dl], w_lat[idx], w_fail[idx],
+                                 g.starts, g.present))
         # degradation: degrade-edge calls reached through fail edges from each path's root
         deg_nodes = np.flatnonzero(m.B_deg.sum(axis=0) > 0)
         self._deg_nodes = deg_nodes
@@ -192,19 +194,22 @@ class TrafficModel:
         timeout = np.zeros((K, m.N))
         lat_own = lat.copy()
         reach = inp._reach
-        for nodes, dl, dl_k, dl_K, lat_g, fail_g in self._levels:
+        for idx, dl, dl_k, dl_K, w_lat, w_fail, starts, parents in self._levels:
             if len(dl):
                 mean = lat[:, dl]
                 s = sigma[:, dl]
                 mu = np.log(np.maximum(mean, EPS)) - 0.5 * s * s
-                p_over = norm_cdf((mu - dl_k) / s)
-                overshoot = mean * norm_cdf((mu + s * s - dl_k) / s) - dl_K * p_over
+                # both CDFs in one elementwise pass (the same floats as two calls)
+                both = norm_cdf(np.concatenate([(mu - dl_k) / s, (mu + s * s - dl_k) / s], axis=1))
+                nd = len(dl)
+                p_over = both[:, :nd]
+                overshoot = mean * both[:, nd:] - dl_K * p_over
                 lat[:, dl] = mean - np.maximum(overshoot, 0.0)
                 t_dl = p_over * reach[dl]
                 timeout[:, dl] = t_dl
                 logs_[:, dl] += np.log(np.maximum(1.0 - t_dl, EPS))
-            lat += lat_g(lat[:, nodes])
-            logs_ += fail_g(logs_[:, nodes])
+            lat[:, parents] += np.add.reduceat(lat[:, idx] * w_lat, starts, axis=1)
+            logs_[:, parents] += np.add.reduceat(logs_[:, idx] * w_fail, starts, axis=1)
         fail = 1.0 - np.exp(logs_)
         own_fail = 1.0 - np.exp(inp._log_reach_app + np.log(np.maximum(1.0 - timeout, EPS)))
         P = m.P
