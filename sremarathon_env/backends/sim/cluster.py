@@ -548,6 +548,12 @@ class Cluster:
                     if k > 0:
                         self._scale_rs(dep, rs, rs.replicas - k, t)
                         down -= k
+            # The ReplicaSet updates above requeue the Deployment at once (as the real controller's RS
+            # informer does): room freed by scaling old ReplicaSets down goes to the new one in the same
+            # moment, otherwise a new template whose old ReplicaSets were all unhealthy never scales up.
+            total = new.replicas + sum(rs.replicas for rs in olds)
+            if total < max_total and new.replicas < d:
+                self._scale_rs(dep, new, min(d, new.replicas + (max_total - total)), t)
         for rs in dep.rss:
             self._sync_rs(dep, rs, t)
         if new.ready_count() > before_new or (not olds and new.ready_count() >= d):

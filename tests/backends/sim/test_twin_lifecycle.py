@@ -141,3 +141,20 @@ def test_node_down_reschedules_after_eviction_timeout(ob):
     sim.remove_effect(h)
     sim.advance_to(480)
     assert sim.k8s_get("node", "node-b1")[0]["status"]["conditions"][0]["status"] == "True"
+
+
+def test_new_template_over_crashlooping_rollout_scales_up(ob):
+    """One replica (surge 1, maxUnavailable 0): old healthy RS, a crash-looping new RS, then another new
+    template. Scaling the unhealthy RS down frees room that the newest RS takes in the same moment, as the
+    Deployment controller does when the ReplicaSet update requeues it; it must not stay at 0 replicas."""
+    sim = SimBackend(ob, seed=5)
+    sim.advance_to(30)
+    assert sim.deploy("checkoutservice", message="cleanup env", author="dev", env={"PAYMENT_SERVICE_ADDR": None}).ok
+    sim.advance_to(240)
+    assert sim.serving_revisions("checkoutservice") == {1: 1}
+    assert sim.set_resources("checkoutservice", mem_limit_mi=512).ok  # revision 3: still without the env var
+    sim.advance_to(300)
+    rs = {r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]: r["spec"]["replicas"]
+          for r in sim.k8s_get("replicasets") if r["metadata"]["name"].startswith("checkoutservice-")}
+    assert rs == {"1": 1, "2": 0, "3": 1}, rs
+    assert sim.serving_revisions("checkoutservice") == {1: 1}  # the broken revision 3 never takes over
