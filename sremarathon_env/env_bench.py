@@ -69,27 +69,34 @@ def env_section(apps: list[str], repeat: int = 3, injection_s: int = 3600, obser
         env = gym.make(IDS[app], injection_s=injection_s, observation_s=observation_s).unwrapped
         env.reset(seed=10_000)            # warm caches (app model, catalogue, rule pack)
         resets, steps, marathons = [], [], []
+        cpu_resets, cpu_steps, cpu_marathons = [], [], []   # the same in CPU time (robust on a shared machine)
         share = {k: 0.0 for k in PARTS}
         n_steps = 0
         for r in range(repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             env.reset(seed=r)
             t_reset = time.perf_counter() - t0
+            c_reset = time.process_time() - c0
             timers = _Timers()
             _instrument(env, timers)
-            t_steps = 0.0
+            t_steps = c_steps = 0.0
             k = 0
             while True:
-                t1 = time.perf_counter()
+                t1, c1 = time.perf_counter(), time.process_time()
                 _, _, _, trunc, _ = env.step("[]")
                 dt = time.perf_counter() - t1
+                dc = time.process_time() - c1
                 steps.append(dt)
+                cpu_steps.append(dc)
                 t_steps += dt
+                c_steps += dc
                 k += 1
                 if trunc:
                     break
             resets.append(t_reset)
             marathons.append(t_reset + t_steps)
+            cpu_resets.append(c_reset)
+            cpu_marathons.append(c_reset + c_steps)
             n_steps = k
             t = timers.t
             parts = {"twin": t["twin"], "faults": t["tick"] - t["twin"], "alerts": t["alerts"],
@@ -101,7 +108,10 @@ def env_section(apps: list[str], repeat: int = 3, injection_s: int = 3600, obser
         steps_ms = sorted(s * 1e3 for s in steps)
         rows.append({"app": app, "steps": n_steps, "reset_s": statistics.median(resets),
                      "step_ms": statistics.median(steps_ms), "step_p90_ms": steps_ms[int(0.9 * (len(steps_ms) - 1))],
-                     "marathon_s": statistics.median(marathons), "share": share})
+                     "marathon_s": statistics.median(marathons), "share": share,
+                     "cpu": {"reset_s": statistics.median(cpu_resets),
+                             "step_ms": statistics.median(c * 1e3 for c in cpu_steps),
+                             "marathon_s": statistics.median(cpu_marathons)}})
     return rows
 
 
@@ -114,6 +124,11 @@ def print_env(rows: list[dict]) -> None:
         print(f"  {r['app']:<16}{r['steps']:6d}{r['reset_s']:9.3f}{r['step_ms']:9.2f}{r['step_p90_ms']:8.2f}"
               f"{r['step_ms'] / TARGET_STEP_MS:7.1f}{r['marathon_s']:8.3f}{r['marathon_s'] / TARGET_MARATHON_S:8.1f}  "
               + " ".join(f"{100 * sh[p]:5.1f}%" for p in PARTS))
+    for r in rows:
+        c = r.get("cpu")
+        if c:
+            print(f"  {r['app']:<16} CPU time: reset {c['reset_s']:.3f} s, step median {c['step_ms']:.2f} ms, "
+                  f"marathon {c['marathon_s']:.3f} s (wall above; CPU is what a busy machine does not inflate)")
     if rows:
         worst = max(r["share"]["reward"] for r in rows)
         print(f"  reward replay share: max {100 * worst:.1f}% (target <= {100 * TARGET_REWARD_SHARE:.0f}%)")
