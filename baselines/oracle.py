@@ -30,10 +30,12 @@ def _scope(fault: Any) -> set[str]:
     return {norm(s) for s in [*fault.scope, *fault.culprits]}
 
 
-def attributable_alerts(alerts: list[dict[str, Any]], fault: Any, start_s: float) -> list[dict[str, Any]]:
+def attributable_alerts(alerts: list[dict[str, Any]], fault: Any, start_s: float,
+                        until_s: float = float("inf")) -> list[dict[str, Any]]:
     """Alerts of the history that the scorer would attribute to ``fault`` (started at ``start_s``): in
     scope, and their latest firing interval started at or after the start, or they name a culprit and
-    fired at some time since the start (scoring/README.md section 1)."""
+    fired at some time since the start (scoring/README.md section 1); for a fault that has ended, only
+    intervals that started by ``until_s`` (its end plus the attribution grace)."""
     from scoring.matching import norm
 
     sigma = _scope(fault)
@@ -47,6 +49,8 @@ def attributable_alerts(alerts: list[dict[str, Any]], fault: Any, start_s: float
         if since is None or a.get("state") not in ("firing", "resolved"):
             continue
         ended = _num(a, "resolved_at") if a.get("state") == "resolved" else None
+        if since > until_s:
+            continue
         if since >= start_s or (labels & culprits and (ended is None or ended > start_s)):
             out.append(a)
     return out
@@ -70,6 +74,8 @@ class OraclePolicy(Policy):
         self.repaired: set[str] = set()
         self.scaled: dict[str, int] = {}        # service -> replicas this policy last set for load faults
         self.drained: dict[str, str] = {}       # node -> instance id of the node fault it was drained for
+        #: service -> (instance id, tool, args) of the edits and restarts done on it for faults still live
+        self.applied: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
 
     def _replicas(self, args: dict[str, Any]) -> int:
         s, want = args["service"], int(args["replicas"])
@@ -79,35 +85,49 @@ class OraclePolicy(Policy):
         base = max(1, self.app.service(s).replicas)
         return max(want, min(prev + max(0, want - base), 50))
 
+    def _report(self, session: Any, iid: str, fault: Any, evidence: list[dict[str, Any]]) -> str | None:
+        r = session.call("report_incident", {
+            "title": f"{fault.category}: {fault.target}",
+            "alert_fingerprints": sorted({fingerprint(a) for a in evidence}),
+            "culprit_services": list(fault.culprits),
+            "artifact": fault.artifact.canonical,
+            "summary": fault.description or fault.id})
+        inc = incident_id_of(r)
+        if inc is not None:
+            self.incident[iid] = inc
+        return inc
+
     def act(self, session: Any) -> None:
         truth = session.oracle_ground_truth_TEST_ONLY()
-        obs = session.observation()
-        alerts = obs["alerts"]
+        alerts = session.observation()["alerts"]
         ended = {g["instance_id"] for g in truth if g["ended"]}
         for node, iid in sorted(self.drained.items()):
             if iid in ended:  # the node is back: make it schedulable again, or later faults find no room
                 r = session.call("uncordon_node", {"node": node, "incident_id": self.incident[iid]})
                 if r.ok:
                     del self.drained[node]
+        for svc in list(self.applied):
+            self.applied[svc] = [x for x in self.applied[svc] if x[0] not in ended]
+        plan: list[tuple[str, str, dict[str, Any], int]] = []   # (instance id, tool, args, option index)
         for g in sorted(truth, key=lambda g: (g["start_s"], g["instance_id"])):
             iid, fault = g["instance_id"], g["fault"]
-            if g["ended"] or not g["injected_ok"] or iid in self.repaired:
+            if not g["injected_ok"] or iid in self.repaired:
+                continue
+            if g["ended"]:
+                # it ended before it could be handled: a correct report still earns the stages the scorer
+                # grants after the end (alerts attributable within the grace)
+                if iid not in self.incident:
+                    grace = float(getattr(getattr(session, "config", None), "grace_s", _GRACE_S))
+                    evidence = attributable_alerts(alerts, fault, g["start_s"], g["end_s"] + grace)
+                    if evidence:
+                        self._report(session, iid, fault, evidence)
                 continue
             inc = self.incident.get(iid)
             if inc is None:
                 evidence = attributable_alerts(alerts, fault, g["start_s"])
-                if not evidence:
+                if not evidence or self._report(session, iid, fault, evidence) is None:
                     continue
-                r = session.call("report_incident", {
-                    "title": f"{fault.category}: {fault.target}",
-                    "alert_fingerprints": sorted({fingerprint(a) for a in evidence}),
-                    "culprit_services": list(fault.culprits),
-                    "artifact": fault.artifact.canonical,
-                    "summary": fault.description or fault.id})
-                inc = incident_id_of(r)
-                if inc is None:
-                    continue
-                self.incident[iid] = inc
+                inc = self.incident[iid]
             if all(o.tool == "scale" for o in fault.repairs) and len(fault.repairs) > 1:
                 # a load fault: its scale options are the tiers of one scale-out, applied together
                 # overlapping load faults on one tier add up: each adds its own increment over the model
@@ -125,15 +145,57 @@ class OraclePolicy(Policy):
                 continue
             opt = fault.repairs[k]
             args = dict(opt.args)
-            if opt.tool == "rollback" and args.get("to_revision") is None and (g.get("prior") or {}).get("revision"):
-                args["to_revision"] = int(g["prior"]["revision"])
-            res = session.call(opt.tool, {**args, "incident_id": inc})
-            if res.ok:
-                self.repaired.add(iid)
-                if opt.tool == "drain_node":
-                    self.drained[args["node"]] = iid
-            elif res.error is not None and res.error.type == "budget_exhausted":
+            prior = g.get("prior") or {}
+            if opt.tool == "rollback" and args.get("to_revision") is None and prior.get("revision"):
+                args["to_revision"] = int(prior["revision"])
+            if opt.tool == "scale" and prior.get("replicas"):
+                # back to what ran before the fault (more than the model's count when it had been scaled out)
+                args["replicas"] = max(int(args["replicas"]), int(prior["replicas"]))
+            plan.append((iid, opt.tool, args, k))
+        for iid, tool, args, k in self._ordered(plan):
+            if not self._apply(session, iid, tool, args, k):
                 return None
-            else:
-                self.next_option[iid] = k + 1
         return None
+
+    def _ordered(self, plan: list[tuple[str, str, dict[str, Any], int]]) -> list[tuple[str, str, dict[str, Any], int]]:
+        """The invocation's repairs in an order where none undoes another on the same service: rollbacks and
+        source patches first (the latest fault's first: an earlier fault's rollback goes further back), then
+        edits of the pod template, then restarts (which replace the pods a fault was injected into; a later
+        rollout to an old revision would bring those pods back). After a rollback of a service, the edits
+        and restarts done on it earlier for faults still live are applied again (index -1)."""
+        first = [x for x in plan if x[1] in _REWINDS]
+        rolled = {x[2]["service"] for x in first}
+        again = [(iid, tool, args, -1) for svc in sorted(rolled) for iid, tool, args in self.applied.get(svc, [])
+                 if all(p[0] != iid for p in plan)]
+        edits = [x for x in plan + again if x[1] not in _REWINDS and x[1] != "restart"]
+        restarts = [x for x in plan + again if x[1] == "restart"]
+        fresh = {x[2]["service"] for x in restarts if x[3] >= 0}
+        restarts = [x for x in restarts if x[3] >= 0 or x[2]["service"] not in fresh]
+        return first[::-1] + edits + restarts
+
+    def _apply(self, session: Any, iid: str, tool: str, args: dict[str, Any], k: int) -> bool:
+        """Run one repair option citing the fault's incident; False when the invocation's budget is spent.
+        ``k`` is the option's index (-1: a repair applied again, which changes no bookkeeping)."""
+        res = session.call(tool, {**args, "incident_id": self.incident[iid]})
+        if res.ok:
+            if k < 0:
+                return True
+            self.repaired.add(iid)
+            if tool == "drain_node":
+                self.drained[args["node"]] = iid
+            svc = args.get("service") or args.get("target")
+            if tool in _REAPPLY and svc in self.app.service_names:
+                self.applied.setdefault(svc, []).append((iid, tool, args))
+        elif res.error is not None and res.error.type == "budget_exhausted":
+            return False
+        elif k >= 0:
+            self.next_option[iid] = k + 1
+        return True
+
+
+#: repairs that roll a service's pod template back to an earlier revision (its own or a rebuilt one)
+_REWINDS = ("rollback", "patch_source")
+#: repairs that a rollback of their service would undo while their fault is live
+_REAPPLY = ("set_config", "set_resources", "restart")
+#: the scorer's default attribution grace after a fault's end (the run's `grace_s` when the session has one)
+_GRACE_S = 60.0
