@@ -104,6 +104,16 @@ def error_types():
     return (IndexError, KeyError, re.error)
 
 
+def _sort_key(lb: tuple) -> str | None:
+    """A string that sorts as the label set (a tuple of (name, value) pairs) does, or None.
+
+    A name ends with ``\x01`` and a value with ``\x00``, both below every character of a name or value,
+    so string order is the tuple's order; None when a name or value holds either character."""
+    text = "".join(n + "\x01" + v + "\x00" for n, v in lb)
+    n = len(lb)
+    return text if text.count("\x01") == n and text.count("\x00") == n else None
+
+
 class _Ctx:
     def __init__(self, times: np.ndarray, default_step_ms: int):
         self.times = times
@@ -322,28 +332,45 @@ class PromQLEngine:
             if ctx.series > self.limits.max_series:
                 raise QueryError("too_expensive", f"query touches more than {self.limits.max_series} series")
             return parts, labels
-        parts = []
-        labels: list[Labels] = []
+        prev = hit if hit is not None and hit[0][1] == shape[1] else None
+        grew = False
+        per_fam = []
         for fam in fams:
             ck = (key, id(fam))
             done, rows = self._sel_cache.get(ck, (0, []))
             n = len(fam)
             if done < n:
-                rows = list(rows)
+                fresh = []
                 for r in range(done, n):
                     d = fam.labels(r)
                     if all(m.matches(d.get(m.name, "")) for m in sel.matchers):
-                        rows.append((r, tuple(sorted((k, v) for k, v in d.items() if v != ""))))
+                        lb = tuple(sorted((k, v) for k, v in d.items() if v != ""))
+                        fresh.append((r, lb, _sort_key(lb)))
+                if fresh:
+                    rows = rows + fresh
+                    grew = True
                 self._sel_cache[ck] = (n, rows)
-            if rows:
-                parts.append((fam, np.fromiter((r for r, _ in rows), dtype=np.intp, count=len(rows))))
-                labels.extend(lb for _, lb in rows)
-        if len(parts) > 1 or any(len(r) > 1 for _, r in parts):
-            order = sorted(range(len(labels)), key=labels.__getitem__)
-            if order != list(range(len(labels))):
-                # Prometheus hands series to functions and aggregations sorted by labels
-                labels = [labels[i] for i in order]
-                parts = [("perm", np.asarray(order, dtype=np.intp), parts)]
+            per_fam.append((fam, rows))
+        if prev is not None and not grew:
+            # the families grew by series the selector does not match: the same result objects
+            parts, labels = prev[1], prev[2]
+        else:
+            parts = []
+            labels: list[Labels] = []
+            for fam, rows in per_fam:
+                if rows:
+                    parts.append((fam, np.fromiter((r for r, _, _ in rows), dtype=np.intp, count=len(rows))))
+                    labels.extend(lb for _, lb, _ in rows)
+            if len(parts) > 1 or any(len(r) > 1 for _, r in parts):
+                keys = [k for _, rows in per_fam for _, _, k in rows]
+                if None in keys:
+                    order = sorted(range(len(labels)), key=labels.__getitem__)
+                else:
+                    order = sorted(range(len(labels)), key=keys.__getitem__)
+                if order != list(range(len(labels))):
+                    # Prometheus hands series to functions and aggregations sorted by labels
+                    labels = [labels[i] for i in order]
+                    parts = [("perm", np.asarray(order, dtype=np.intp), parts)]
         self._sel_result[shape[0]] = (shape, parts, labels)
         ctx.series += len(labels)
         if ctx.series > self.limits.max_series:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sremarathon_env.alerts import Limits, PromQLEngine, QueryError
+from sremarathon_env.alerts.engine import _sort_key
 from sremarathon_env.telemetry.store import MetricStore
 
 from .synthetic import build_store
@@ -115,3 +118,36 @@ def test_absent_and_scalar_and_vector(eng):
     assert eng.instant("absent(up)", 60)["result"] == []
     assert eng.instant("scalar(up)", 60)["result"][1] == "NaN"
     assert eng.instant("vector(2) * 3", 60)["result"] == [{"metric": {}, "value": [60, "6"]}]
+
+
+_LABEL_TEXT = st.text(alphabet=st.sampled_from(["a", "b", "z", "_", "\x00", "\x01", "\x02", "é", "\u4e2d"]), min_size=1, max_size=4)
+_LABEL_SET = st.dictionaries(st.text(alphabet="abz_", min_size=1, max_size=3), _LABEL_TEXT, max_size=4).map(
+    lambda d: tuple(sorted(d.items())))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LABEL_SET, max_size=12))
+def test_sort_key_orders_label_sets_as_their_tuples(label_sets):
+    """Selectors sort series through ``_sort_key`` strings; the order must be the label tuples' order."""
+    keys = [_sort_key(lb) for lb in label_sets]
+    for lb, k in zip(label_sets, keys):
+        assert (k is None) == any(c in "\x00\x01" for kv in lb for c in "".join(kv))
+    ok = [i for i, k in enumerate(keys) if k is not None]
+    assert sorted(ok, key=keys.__getitem__) == sorted(ok, key=label_sets.__getitem__)
+
+
+def test_selector_keeps_its_result_when_new_series_do_not_match():
+    store = MetricStore(step_s=15.0)
+    fam = store.family("kube_pod_status_phase", ("pod", "phase"))
+    store.write(fam, fam.rows([("b", "Running"), ("a", "Running")]), 0, np.array([1.0, 1.0]))
+    eng = PromQLEngine(store)
+    sel = eng.compile('kube_pod_status_phase{phase="Running"}')
+    ctx = eng.new_context(np.array([0], dtype=np.int64), 15000)
+    parts, labels = eng._select(sel, ctx)
+    assert [dict(lb)["pod"] for lb in labels] == ["a", "b"]  # sorted by label set
+    store.write(fam, fam.rows([("c", "Pending")]), 1, np.array([1.0]))
+    assert eng._select(sel, ctx)[1] is labels  # a series it does not match: the same objects
+    store.write(fam, fam.rows([("0", "Running")]), 1, np.array([1.0]))
+    parts2, labels2 = eng._select(sel, ctx)
+    assert [dict(lb)["pod"] for lb in labels2] == ["0", "a", "b"]
+    assert eng.instant('kube_pod_status_phase{phase="Running"}', 15)["result"][0]["metric"]["pod"] == "0"
