@@ -9,9 +9,17 @@ credit correct work. Per invocation, for each injected fault that is still live 
    at or after the fault's start, or it names a culprit and fired since the start);
 2. report one incident citing those alerts with the exact culprit services and the canonical artifact;
 3. apply the fault's first repair option citing that incident (a rollback goes to the revision that was
-   current before the fault); when an option is refused or fails, the next one is tried next time. A load
-   fault whose options are all ``scale`` (the tiers of one scale-out) gets all of them at once; a tier
-   this policy already scaled out for an earlier load fault gets the new fault's increment on top.
+   current before the fault, a scale back to the replica count before it); when an option is refused or
+   fails, the next one is tried next time. A load fault whose options are all ``scale`` (the tiers of one
+   scale-out) gets all of them at once; a tier this policy already scaled out for an earlier load fault
+   gets the new fault's increment on top.
+
+Repairs of one invocation run in an order where none undoes another on the same service: rollbacks first
+(the latest fault's first), then template edits (config, resources), then restarts; a rollback of a
+service is followed by the edits and restarts done on it earlier for its faults that are still live (the
+old revision lacks them, or brings back the pods a fault was injected into). A fault that ended before it
+could be handled is still reported when alerts inside the scorer's grace attribute it. A node drained for
+a node fault is uncordoned once that fault has ended.
 
 >>> OraclePolicy().name
 'oracle'

@@ -25,6 +25,17 @@ def test_oracle_reaches_95_and_every_fault_is_credited():
     assert rep.intervention_risk == 0.0 and rep.n_forbidden == 0
 
 
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket", "astronomy-shop"])
+@pytest.mark.parametrize("seed", [1, 4])
+def test_oracle_localises_every_fault_of_every_app(app, seed):
+    # ~10 faults: one lost to the invocation cadence costs 3.3 points here, so the >= 95 claim itself is
+    # checked on full marathons (test_oracle_full.py); every fault is still reported exactly
+    rep, _ = run_marathon(app, seed, "oracle", **SHORT)
+    assert rep.stage_shares.correlated == 1.0 and rep.stage_shares.localised == 1.0
+    assert rep.stage_shares.repaired >= 0.7 and rep.marathon_score >= 90.0
+    assert rep.intervention_risk == 0.0 and rep.n_forbidden == 0
+
+
 @pytest.mark.parametrize("policy", ["runbook", "keep", "random"])
 def test_scripted_baselines_act_and_score_between(policy):
     rep, _ = run_marathon("online-boutique", 1, policy, **SHORT)

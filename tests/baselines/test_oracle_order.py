@@ -88,3 +88,47 @@ def test_two_faults_repaired_by_restarting_one_service_each_cite_their_own_incid
     p.reset(load_app("online-boutique"), 0)
     p.act(s)
     assert _actions(s.calls) == [("restart", "INC-0001"), ("restart", "INC-0002")]
+
+
+LOW_MEMORY = "ob-resource-checkoutservice-low-memory-limit"   # repair: set_resources checkoutservice
+SCALE_ZERO = "ob-deployment-checkoutservice-scale-zero"        # repair: scale checkoutservice to 1
+
+
+def test_a_rollback_is_followed_by_the_resource_edit_it_undid_and_rollbacks_go_latest_first():
+    s = FakeSession([_truth("F1", LOW_MEMORY, 100.0)], [_alert("a1", 120.0)])
+    p = OraclePolicy()
+    p.reset(load_app("online-boutique"), 0)
+    p.act(s)
+    assert _actions(s.calls) == [("set_resources", "INC-0001")]
+    # two code faults on the service, each rolled back to the revision before it: the later one first, so
+    # that the earlier fault's rollback (further back) is the last word; then the limit is raised again
+    s.truth = [_truth("F1", LOW_MEMORY, 100.0), _truth("F2", SKIPS_CHARGE, 200.0, prior={"revision": 3}),
+               _truth("F3", "ob-code-checkout-timeout-units", 210.0, prior={"revision": 4})]
+    s.alerts = [_alert("a1", 120.0), _alert("a2", 215.0)]
+    s.calls = []
+    p.act(s)
+    assert _actions(s.calls) == [("rollback", "INC-0003"), ("rollback", "INC-0002"), ("set_resources", "INC-0001")]
+    assert [a["to_revision"] for t, a in s.calls if t == "rollback"] == [4, 3]
+    edit = [a for t, a in s.calls if t == "set_resources"][0]
+    assert edit["mem_limit_mi"] == 128 and edit["service"] == "checkoutservice"
+
+
+def test_scale_goes_back_to_the_replicas_before_the_fault():
+    s = FakeSession([_truth("F1", SCALE_ZERO, 100.0, prior={"replicas": 4})], [_alert("a1", 120.0)])
+    p = OraclePolicy()
+    p.reset(load_app("online-boutique"), 0)
+    p.act(s)
+    assert [(t, a["replicas"]) for t, a in s.calls if t == "scale"] == [("scale", 4)]
+
+
+def test_a_fault_that_ended_unhandled_is_reported_only_with_alerts_inside_the_grace():
+    late = _truth("F1", SKIPS_CHARGE, 100.0, ended=True)          # ended at 700
+    s = FakeSession([late], [_alert("a1", 790.0)])                 # fired after 700 + 60 s grace
+    p = OraclePolicy()
+    p.reset(load_app("online-boutique"), 0)
+    p.act(s)
+    assert s.calls == []
+    s.alerts = [_alert("a1", 740.0)]                               # fired inside the grace
+    p.act(s)
+    assert [t for t, _ in s.calls] == ["report_incident"]          # reported, no intervention after the end
+    assert s.calls[0][1]["culprit_services"] == ["checkoutservice"]
