@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from apps.spec import AppSpec
@@ -60,19 +61,25 @@ class BuildResult:
 
 def make_diff(before: dict[str, str], after: dict[str, str], context: int = 3) -> str:
     """A unified diff (git style, ``a/`` and ``b/`` prefixes) turning ``before`` into ``after``."""
+    return "".join(_file_diff(path, before.get(path), after.get(path), context)
+                   for path in changed_paths(before, after))
+
+
+@lru_cache(maxsize=1024)
+def _file_diff(path: str, a: str | None, b: str | None, context: int) -> str:
+    """One file's part of `make_diff` (cached by content: the scored run and its no-action reference run
+    build the same changes, and so does every run of the same scenario)."""
     out: list[str] = []
-    for path in changed_paths(before, after):
-        a, b = before.get(path), after.get(path)
-        lines = difflib.unified_diff(
-            (a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
-            fromfile=f"a/{path}" if a is not None else "/dev/null",
-            tofile=f"b/{path}" if b is not None else "/dev/null", n=context)
-        for ln in lines:
-            if ln.endswith("\n"):
-                out.append(ln)
-            else:
-                out.append(ln + "\n")
-                out.append("\\ No newline at end of file\n")
+    lines = difflib.unified_diff(
+        (a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
+        fromfile=f"a/{path}" if a is not None else "/dev/null",
+        tofile=f"b/{path}" if b is not None else "/dev/null", n=context)
+    for ln in lines:
+        if ln.endswith("\n"):
+            out.append(ln)
+        else:
+            out.append(ln + "\n")
+            out.append("\\ No newline at end of file\n")
     return "".join(out)
 
 
