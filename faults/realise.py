@@ -263,9 +263,14 @@ def artifact_ok(fault: Fault, handle: FaultHandle, backend: Any) -> bool:
     return True
 
 
-def probe_ok(fault: Fault, backend: Any, memo: dict | None = None, handle: FaultHandle | None = None) -> bool:
+def probe_ok(fault: Fault, backend: Any, memo: dict | None = None, handle: FaultHandle | None = None,
+             artifact: bool | None = None) -> bool:
+    """The fault's symptom probe on ``backend``. ``artifact``: `artifact_ok` of the same fault, handle and
+    backend when the caller already has it (``artifact`` probes read it instead of checking again)."""
     from faults.probes import probe_ok as _probe_ok
 
+    if artifact is not None:
+        return _probe_ok(fault.probe, backend, memo, artifact_ok=lambda: artifact)
     return _probe_ok(fault.probe, backend, memo,
                      artifact_ok=(lambda: artifact_ok(fault, handle, backend)) if handle is not None else None)
 

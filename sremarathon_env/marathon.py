@@ -213,10 +213,11 @@ class _Driver:
         memo: dict = {}
         for lf in self.live:
             if lf.handle is not None and not lf.done:
+                art = bool(artifact_ok(lf.fault, lf.handle, view))   # a pure read: also serves `artifact` probes
                 probes[lf.instance_id] = {
                     "active": bool(lf.handle.ok),
-                    "probe_ok": bool(probe_ok(lf.fault, view, memo, lf.handle)),
-                    "artifact_ok": bool(artifact_ok(lf.fault, lf.handle, view)),
+                    "probe_ok": bool(probe_ok(lf.fault, view, memo, lf.handle, artifact=art)),
+                    "artifact_ok": art,
                 }
         return probes
 
