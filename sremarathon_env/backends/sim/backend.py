@@ -105,6 +105,7 @@ class SimBackend:
         self._restarts = np.zeros(self.m.S)
         self._mem_layout = (-1, None, None, None)
         self._inputs_key = None
+        self._zone_net: dict[tuple[bytes, bytes], np.ndarray] = {}
         self.pod_burn = np.zeros(0)
         self._ready_eff = np.zeros(0, dtype=bool)
         self.pod_ooms: dict[int, int] = {}
@@ -166,7 +167,9 @@ class SimBackend:
                 self._refresh(T, k)
             # every per-tick number is computed elementwise along the tick axis (running totals one tick
             # at a time, `seqsum`), so a tick's floats do not depend on where a block starts or ends
-            # (tested): blocks run as long as the cluster is at rest, up to MAX_BATCH ticks
+            # (tested): blocks run as long as the cluster is at rest, up to MAX_BATCH ticks. (One
+            # exception in the metric store: a mesh response-code series that first reaches half a request
+            # inside a block is written from the block's first tick, as it always was.)
             k1 = min(target, k + MAX_BATCH - 1)
             nxt = c.next_event_time()
             if nxt < math.inf:
@@ -304,13 +307,15 @@ class SimBackend:
                 if a is not None:
                     b[: len(a)] = a
                 setattr(self, name, b)
-        # cAdvisor counters are per container: a (re)started container counts from zero
-        restarted = ~((c.p_started == self._cum_started) | (np.isnan(c.p_started) & np.isnan(self._cum_started)))
-        restarted &= ~np.isnan(c.p_started)
-        self.cpu_cum[restarted] = 0.0
-        self.periods_cum[restarted] = 0.0
-        self.throttled_cum[restarted] = 0.0
-        self._cum_started[restarted] = c.p_started[restarted]
+        # cAdvisor counters are per container: a (re)started container counts from zero (only the metric
+        # writer reads them)
+        if self.metrics:
+            restarted = ~((c.p_started == self._cum_started) | (np.isnan(c.p_started) & np.isnan(self._cum_started)))
+            restarted &= ~np.isnan(c.p_started)
+            self.cpu_cum[restarted] = 0.0
+            self.periods_cum[restarted] = 0.0
+            self.throttled_cum[restarted] = 0.0
+            self._cum_started[restarted] = c.p_started[restarted]
         # effects that live in containers end when every pod they were injected into is gone
         for h in sorted(self._in_pods):
             if all(c.pods[s].deleted for s in self._in_pods[h]):
@@ -344,18 +349,25 @@ class SimBackend:
             lim = c.p_cpu_lim[ready_slots]
             capacity = np.bincount(c.p_svc[ready_slots], np.where(np.isnan(lim), 1.0, lim), minlength=m.S)
             burn = np.bincount(c.p_svc[ready_slots], self.pod_burn[ready_slots], minlength=m.S)
-            # zone mix of ready endpoints (a service without any falls back to its spec node's zone)
-            Zm = np.zeros((m.S, m.Z))
-            np.add.at(Zm, (c.p_svc[ready_slots], m.node_zone[c.p_node[ready_slots]]), 1.0)
-            empty = np.flatnonzero(Zm.sum(axis=1) == 0)
-            if len(empty):
-                Zm[empty, self._spec_zone[empty]] = 1.0
-            Zm /= Zm.sum(axis=1, keepdims=True)
-            topo = self.app.topology
-            caller = m.edge_caller.copy()
-            same = np.einsum("ez,ez->e", Zm[np.maximum(caller, 0)], Zm[m.edge_callee])
-            edge_net = topo.intra_zone_latency_ms + (1.0 - same) * (topo.inter_zone_latency_ms - topo.intra_zone_latency_ms)
-            edge_net[0] = 0.0
+            # zone mix of ready endpoints (a service without any falls back to its spec node's zone):
+            # network latency per edge, a function of where the ready pods run (cached by that placement)
+            zkey = (c.p_svc[ready_slots].tobytes(), c.p_node[ready_slots].tobytes())
+            edge_net = self._zone_net.get(zkey)
+            if edge_net is None:
+                Zm = np.zeros((m.S, m.Z))
+                np.add.at(Zm, (c.p_svc[ready_slots], m.node_zone[c.p_node[ready_slots]]), 1.0)
+                empty = np.flatnonzero(Zm.sum(axis=1) == 0)
+                if len(empty):
+                    Zm[empty, self._spec_zone[empty]] = 1.0
+                Zm /= Zm.sum(axis=1, keepdims=True)
+                topo = self.app.topology
+                caller = m.edge_caller.copy()
+                same = np.einsum("ez,ez->e", Zm[np.maximum(caller, 0)], Zm[m.edge_callee])
+                edge_net = topo.intra_zone_latency_ms + (1.0 - same) * (topo.inter_zone_latency_ms - topo.intra_zone_latency_ms)
+                edge_net[0] = 0.0
+                if len(self._zone_net) >= 64:
+                    self._zone_net.clear()
+                self._zone_net[zkey] = edge_net
             net = edge_net[m.node_edge] + res.net_add
             no_ep = res.no_endpoints | (self.ready_count <= 0)
             self.uh_edge = no_ep[m.edge_callee].astype(float)
@@ -529,6 +541,7 @@ class SimBackend:
         initial sources and history, and the current load-noise block."""
         memo = {id(x): x for x in (self.app, self.m, self.tm, self._svc_in, self._base_task_rate, self._load_noise,
                                    *self.app.services)}
+        memo[id(self._zone_net)] = {}   # a cache: the clone starts its own
         for shared in _SOURCES.get(id(self.app), (None, {}))[1].values():
             memo[id(shared)] = shared
         for rs in self.cluster.rs_by_id:   # a revision's template, sources and metadata are never mutated
@@ -841,9 +854,9 @@ class SimBackend:
         if s is None:
             return {}
         k = self._tick_at(at)
-        row = self.history.svc[:, k, s]
-        rate, fail, lat_w, sig_w, rho = (float(x) for x in row[:5])
-        own_fail, own_lat_w = float(row[10]), float(row[11])
+        row = self.history.svc[:, k, s].tolist()
+        rate, fail, lat_w, sig_w, rho = row[:5]
+        own_fail, own_lat_w = row[10], row[11]
         lat = lat_w / rate if rate > 0 else 0.0
         sig = sig_w / rate if rate > 0 else 0.45
         p95 = math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig)
@@ -946,7 +959,7 @@ class SimBackend:
         e = self.m.edge_index.get((caller, callee))
         if e is None:
             return {}
-        rate, fail, lat, s, own_fail, own_lat = (float(x) for x in self.history.edge[:, self._tick_at(at), e])
+        rate, fail, lat, s, own_fail, own_lat = self.history.edge[:, self._tick_at(at), e].tolist()
         p95 = math.exp(-0.5 * s * s + 1.6448536269514722 * s)
         return {"rate": rate, "error_ratio": fail / rate if rate > 0 else 0.0,
                 "p95_ms": lat * p95 if rate > 0 else 0.0,

@@ -20,6 +20,7 @@ Container restarts back off 10 s doubling to 300 s, reset after 10 minutes of ru
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -37,6 +38,19 @@ PROGRESS_DEADLINE_S = 600.0
 POD_EVICTION_TIMEOUT_S = 300.0
 
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
+def _deepcopy_fields(obj: Any, memo: dict, deep: tuple[str, ...]) -> Any:
+    """A deep copy of a plain-field object that deep-copies only the fields named in ``deep`` (the
+    others hold numbers, strings, booleans or None): what `copy.deepcopy` does, without its per-field
+    dispatch (a twin's `clone` copies hundreds of pods)."""
+    new = object.__new__(type(obj))
+    memo[id(obj)] = new
+    d = dict(obj.__dict__)
+    for k in deep:
+        d[k] = copy.deepcopy(d[k], memo)
+    new.__dict__.update(d)
+    return new
 
 
 @dataclass
@@ -70,6 +84,9 @@ class ReplicaSet:
 
     def ready_count(self) -> int:
         return sum(1 for p in self.pods if p.available)
+
+    def __deepcopy__(self, memo: dict) -> "ReplicaSet":
+        return _deepcopy_fields(self, memo, ("template", "files", "effects", "meta", "pods"))
 
 
 @dataclass(eq=False)
@@ -106,6 +123,9 @@ class Pod:
     def available(self) -> bool:
         return self.ready and not self.node_lost and not self.deleted
 
+    def __deepcopy__(self, memo: dict) -> "Pod":
+        return _deepcopy_fields(self, memo, ("rs", "plan"))
+
 
 @dataclass(eq=False)
 class Deployment:
@@ -125,6 +145,9 @@ class Deployment:
     def live_pods(self) -> list[Pod]:
         return [p for rs in self.rss for p in rs.pods]
 
+    def __deepcopy__(self, memo: dict) -> "Deployment":
+        return _deepcopy_fields(self, memo, ("spec", "current", "rss"))
+
 
 @dataclass(eq=False)
 class NodeState:
@@ -137,6 +160,9 @@ class NodeState:
     cordoned: bool = False
     images: set = field(default_factory=set)
     down_since: float = math.nan
+
+    def __deepcopy__(self, memo: dict) -> "NodeState":
+        return _deepcopy_fields(self, memo, ("images",))
 
 
 class Cluster:
@@ -159,6 +185,7 @@ class Cluster:
         self._rs_counter = 0
         self.dirty = True                  # pod-derived arrays need a refresh
         self.changed_slots: set[int] = set()   # pods whose state changed since the metric writer looked
+        self.touched: set[str] = set()         # Deployments the controller passed over since then
         self.layout_version = 0            # bumps when pods are created or deleted
         self.events: list[list] = []       # [first_t, last_t, count, type, reason, kind, name, message, component]
         self._event_index: dict[tuple, int] = {}
@@ -332,27 +359,36 @@ class Cluster:
         need_cpu = (res.get("cpu_request_m") or res.get("cpu_limit_m") or 0) / 1000.0
         need_mem = float(res.get("mem_request_mi") or res.get("mem_limit_mi") or 0)
         n_all = len(self.pods)
-        act = self.p_active[:n_all].copy()
-        for p in self.pods:
-            if p.deleted or p.node < 0:
-                act[p.slot] = False
+        act = self.p_active[:n_all].copy()     # deleted pods are inactive; unbound ones do not count
+        for slot in np.flatnonzero(act).tolist():
+            if self.pods[slot].node < 0:
+                act[slot] = False
         if pod.slot < n_all:
             act[pod.slot] = False      # the pod being placed does not count against itself
         nodes_of = self.p_node[:n_all]
         mine = act & (self.p_rs[:n_all] == pod.rs.id)
         pref_zone = next((n.zone for n in self.nodes if n.name == spec.node), None)
-        zone_of = np.array([self.nodes[k].zone for k in nodes_of]) if n_all else np.zeros(0, dtype=object)
+        zone_names = sorted({n.zone for n in self.nodes})
+        zone_of = np.array([zone_names.index(n.zone) for n in self.nodes], dtype=np.intp)[nodes_of]
+        # requests with unset ones as 0 (what nansum sums), summed per node as nansum does
+        cpu_req = self.p_cpu_req[:n_all]
+        cpu_req = np.where(np.isnan(cpu_req), 0.0, cpu_req)
+        mem_req = self.p_mem_req[:n_all]
+        mem_req = np.where(np.isnan(mem_req), 0.0, mem_req)
+        # same-revision pods per node and per zone (integer counts)
+        same_node = np.bincount(nodes_of[mine], minlength=len(self.nodes)).tolist()
+        same_zone = np.bincount(zone_of[mine], minlength=len(zone_names)).tolist()
         best = None
         for n in self.nodes:
             if not n.ready or n.cordoned:
                 continue
             on = act & (nodes_of == n.index)
-            used_cpu = float(np.nansum(self.p_cpu_req[:n_all][on]))
-            used_mem = float(np.nansum(self.p_mem_req[:n_all][on]))
+            used_cpu = float(np.sum(cpu_req[on]))
+            used_mem = float(np.sum(mem_req[on]))
             if used_cpu + need_cpu > n.cpu_m / 1000.0 or used_mem + need_mem > n.mem_mi:
                 continue
-            same = int(np.sum(mine & (nodes_of == n.index)))
-            zone_same = int(np.sum(mine & (zone_of == n.zone))) if n_all else 0
+            same = same_node[n.index]
+            zone_same = same_zone[zone_names.index(n.zone)]
             score = (same, 0 if n.name == spec.node else 1, zone_same, 0 if n.zone == pref_zone else 1,
                      used_cpu / (n.cpu_m / 1000.0), n.index)
             if best is None or score < best[0]:
@@ -383,7 +419,8 @@ class Cluster:
         svc = self.svc_names[pod.svc]
         tpl = pod.rs.template
         image = f"{tpl['image']}:{tpl['tag']}"
-        rng = child_rng(self.seed, "kubelet", pod.name, pod.restarts, action, round(t, 3))
+        # this moment's generator (built only by the moments that draw: building one costs more than the rest)
+        rng_key = (self.seed, "kubelet", pod.name, pod.restarts, action, round(t, 3))
         node = self.nodes[pod.node] if pod.node >= 0 else None
         if action == "schedule":
             self._schedule_now(pod, t)
@@ -400,6 +437,7 @@ class Cluster:
                 self._at(pod, t + 0.3, "start")
             else:
                 self.event(t, "Normal", "Pulling", "Pod", pod.name, f'Pulling image "{image}"')
+                rng = child_rng(*rng_key)
                 dur = float(rng.uniform(1.5, 6.0)) if ok else float(rng.uniform(0.5, 2.0))
                 self._at(pod, t + dur, "pulled" if ok else "pullfail")
         elif action == "pulled":
@@ -429,6 +467,7 @@ class Cluster:
             self.lifecycle.append((t, pod.svc, pod.name, "start", ""))
             plan = self.crash_plan(pod, t)
             pod.plan = plan
+            rng = child_rng(*rng_key)
             if plan is not None:
                 self._at(pod, t + plan.after_s * float(rng.uniform(0.8, 1.2)), "crash")
             else:
@@ -515,6 +554,7 @@ class Cluster:
 
     def reconcile(self, dep: Deployment, t: float) -> None:
         """One pass of the Deployment controller (rolling update) and the ReplicaSet controller."""
+        self.touched.add(dep.name)
         d = dep.replicas
         new = dep.current
         olds = [rs for rs in dep.rss if rs is not new and (rs.replicas > 0 or rs.pods)]
@@ -589,6 +629,7 @@ class Cluster:
                 continue
             if t - dep.progress_t > PROGRESS_DEADLINE_S:
                 dep.progress_failed = True
+                self.touched.add(dep.name)
                 self.event(t, "Warning", "ProgressDeadlineExceeded", "Deployment", dep.name,
                            f'ReplicaSet "{dep.current.name}" has timed out progressing.', "deployment-controller")
 

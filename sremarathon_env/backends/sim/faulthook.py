@@ -169,7 +169,7 @@ class Resolution:
     path_factor: np.ndarray            # (P,)
     consumer_slow: np.ndarray          # (S,)
     signatures: dict[int, list[str]]   # svc -> log lines of active effects
-    active: list[tuple[str, Any]]      # (handle or config key, effect or fault) for the digest
+    active: list[tuple[str, Any, float]]   # (handle or config key, effect or config fault, weight) in force
     pod_leak: dict[int, tuple[float, float]]   # slot -> (MiB/min, since)
     pod_hog: dict[int, float]                  # slot -> MiB
     pod_burn: dict[int, float]                 # slot -> cores
@@ -177,10 +177,16 @@ class Resolution:
 
 
 def _mask_nodes(sim: "SimBackend", svc: int, op: str | None) -> np.ndarray:
+    """Call nodes into ``svc`` (of operation ``op``), cached per compiled app (read-only)."""
     m = sim.m
-    mask = m.node_svc == svc
-    if op:
-        mask &= np.array([o == op for o in m.node_op])
+    cache = m.__dict__.setdefault("_mask_cache", {})
+    mask = cache.get((svc, op))
+    if mask is None:
+        mask = m.node_svc == svc
+        if op:
+            mask &= np.array([o == op for o in m.node_op])
+        mask.flags.writeable = False
+        cache[(svc, op)] = mask
     return mask
 
 
@@ -227,7 +233,7 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
                 targets = sorted({p.svc for p in c.active_pods() if p.node >= 0 and c.nodes[p.node].name == e.node})
             for s in targets:
                 r.signatures.setdefault(s, []).append(e.log_signature)
-        r.active.append((h, e.model_dump_json() + f"@{w:.3f}"))
+        r.active.append((h, e, w))
         if k == "error_rate" and svc is not None:
             mask = _mask_nodes(sim, svc, e.operation)
             r.e_app[mask] = 1.0 - (1.0 - r.e_app[mask]) * (1.0 - e.rate * w)
@@ -282,7 +288,7 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
                 factor = 0.0 if str(value).lower() in ("", "off", "false", "0") else 1.0
             r.path_factor[i] *= factor
     for svc, f, w, rs in cfg_active:
-        r.active.append((f"config:{m.svc_names[svc]}", f"{f.kind}:{f.callee}:{f.reason}:{f.ms}@{w:.3f}"))
+        r.active.append((f"config:{m.svc_names[svc]}", f, w))
         if f.kind in ("edge_unreach", "edge_app") and f.callee in m.svc_index:
             ei = m.edge_index.get((m.svc_names[svc], f.callee))
             if ei is None:

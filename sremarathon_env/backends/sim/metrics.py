@@ -117,6 +117,8 @@ class MetricWriter:
         self._cur: dict[str, dict[int, float]] = {}          # family -> row -> current value
         self._fams: dict[str, Family] = {}
         self._prev_eff = np.zeros(0, dtype=bool)
+        self._prev_no_ep = None
+        self._quota_layout = -1
 
     # ------------------------------------------------------------------ mesh counters layout
     def _enable(self, i: int, col: int) -> None:
@@ -257,18 +259,28 @@ class MetricWriter:
             if self._update(("pod", slot), sig, lambda p=p: self._pod_series(p), dirty):
                 dirty_svc.add(p.svc)
         no_ep = sim.res.no_endpoints
+        # a Deployment's fields change only in the controller's passes (the cluster notes them in
+        # `touched`); its pods' changes are in dirty_svc, its Service's endpoints in no_ep
+        touched = c.touched
+        c.touched = set()
+        all_deps = self._prev_no_ep is None or not np.array_equal(no_ep, self._prev_no_ep)
+        self._prev_no_ep = no_ep.copy()
         for dep in c.deployments.values():
-            head = (dep.replicas, dep.generation, dep.observed_generation, dep.progress_failed, bool(no_ep[dep.svc]),
-                    dep.current.id, tuple((rs.id, rs.replicas, len(rs.pods)) for rs in dep.rss))
             key = ("dep", dep.name)
             old = self._objects.get(key)
+            if old is not None and not all_deps and dep.svc not in dirty_svc and dep.name not in touched:
+                continue
+            head = (dep.replicas, dep.generation, dep.observed_generation, dep.progress_failed, bool(no_ep[dep.svc]),
+                    dep.current.id, tuple((rs.id, rs.replicas, len(rs.pods)) for rs in dep.rss))
             if old is not None and dep.svc not in dirty_svc and old[0][0] == head:
                 continue
             sig = (head, tuple(self._objects[("pod", p.slot)][0] for rs in dep.rss for p in rs.pods))
             self._update(key, sig, lambda dep=dep: self._dep_series(dep), dirty)
         for nd in c.nodes:
             self._update(("node", nd.index), (nd.ready, nd.cordoned), lambda nd=nd: self._node_series(nd), dirty)
-        if cand or ("quota",) not in self._objects:
+        # the quota's use changes only when pods are created or deleted
+        if ("quota",) not in self._objects or (cand and c.layout_version != self._quota_layout):
+            self._quota_layout = c.layout_version
             used = sim.quota_used()
             self._update(("quota",), tuple(sorted(used.items())), lambda: self._quota_series(used), dirty)
         for name in sorted(dirty):
@@ -290,19 +302,25 @@ class MetricWriter:
         return True
 
     def _update(self, key, sig, series, dirty: set) -> bool:
-        """Re-derive an object's series when its signature changed; True when it did."""
+        """Re-derive an object's series when its signature changed; True when it did. Only the families
+        whose entries (row, value) of this object changed become dirty."""
         old = self._objects.get(key)
         if old is not None and old[0] == sig:
             return False
-        self._drop(key, dirty)
+        before = {} if old is None else {(name, row): value for name, row, value in old[1]}
         entries = []
         for name, lv, value in series():
             fam = self._fams.get(name)
             if fam is None:
                 fam = self._fams[name] = self.store.family(name, self._labels(name))
             row = fam.row(lv)
-            self._cur.setdefault(name, {})[row] = value
             entries.append((name, row, value))
+            prev = before.pop((name, row), None)
+            if prev is None or prev != value:
+                self._cur.setdefault(name, {})[row] = value
+                dirty.add(name)
+        for (name, row) in before:   # series the object no longer has
+            del self._cur[name][row]
             dirty.add(name)
         self._objects[key] = (sig, entries)
         return True
@@ -425,6 +443,7 @@ class SlotsOnly:
 
     def refresh_state(self, tick: int) -> None:
         self.sim.cluster.changed_slots = set()
+        self.sim.cluster.touched = set()
 
     def flush(self, upto: int) -> None:
         pass

@@ -104,8 +104,14 @@ class _Groups:
         self.present = g[self.starts] if len(g) else np.zeros(0, dtype=np.intp)
         self.n = n_groups
         self.weight = None if weight is None else weight[order]
+        self.full = len(self.present) == n_groups   # every group has members: no zero columns to fill
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
+        if self.full:
+            cols = X[..., self.order]
+            if self.weight is not None:
+                cols = cols * self.weight
+            return np.add.reduceat(cols, self.starts, axis=-1)
         out = np.zeros(X.shape[:-1] + (self.n,))
         if len(self.order):
             cols = X[..., self.order]
@@ -186,7 +192,8 @@ class TrafficModel:
         rho1 = np.minimum(rho, 1.0)
         sigma = (BASE_SIGMA + 0.4 * rho1 * rho1)[:, m.node_svc]
         lat = inp._x_fixed + q[:, m.node_svc] * inp._x_q
-        logs_ = np.repeat(inp._log_reach_app[None, :], K, axis=0)
+        logs_ = np.empty((K, m.N))
+        logs_[...] = inp._log_reach_app
         shed_any = rho > 1.0
         if shed_any.any():
             shed = np.where(shed_any, 1.0 - 1.0 / np.maximum(rho, 1.0), 0.0)
