@@ -175,8 +175,7 @@ EOF
 if [ "$MODE" = "--prep-internal" ]; then prep "$2"; exit 0; fi
 
 T0="$(date +%s)"
-WITH_ETCD=1
-[ -x "$BIN/etcd" ] && WITH_ETCD=0
+WITH_ETCD=1   # resolve with etcd even when only other programs are missing: same versions, so cache hits
 if ! timed resolve bash "$0" --prep-internal "$WITH_ETCD"; then
   [ "$WITH_ETCD" = 1 ] || exit 1
   log "resolving with etcd's module failed; resolving the Kubernetes binaries and kwok alone"
