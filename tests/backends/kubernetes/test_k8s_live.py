@@ -1,7 +1,8 @@
 """The live backend against a real control plane (etcd, kube-apiserver, controllers, scheduler, kwok).
 
 Marked ``live``: they need the binaries of ``live/build_control_plane.sh`` (cached by version) and
-the ``kubernetes`` package (extra ``live``); without them they skip. Run them alone, not under
+the ``kubernetes`` package (extra ``live``); without them they skip (and fail where
+``SREMARATHON_REQUIRE_LIVE=1``, as ``.ci/run`` sets). Run them alone, not under
 xdist (one cluster per session): ``pytest -m live -p no:xdist tests/backends/kubernetes``.
 """
 
