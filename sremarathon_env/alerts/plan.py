@@ -662,11 +662,13 @@ class PackPlan:
     def _label_replace(self, labels, dst, repl, src, rx) -> list:
         """``label_replace`` on each label set, cached per label set across builds."""
         rows = self._lr_rows.setdefault((dst, repl, src, rx), {})
-        missing = [lb for lb in labels if lb not in rows]
-        if missing:
-            for lb, out in zip(missing, self.promql._label_replace(missing, dst, repl, src, rx)):
-                rows[lb] = out
-        return [rows[lb] for lb in labels]
+        out = list(map(rows.get, labels))
+        if None in out:
+            missing = [lb for lb, o in zip(labels, out) if o is None]
+            for lb, o in zip(missing, self.promql._label_replace(missing, dst, repl, src, rx)):
+                rows[lb] = o
+            out = [rows[lb] for lb in labels]
+        return out
 
     def _generic(self, node: S.Node, children: list[tuple[S.Node, _Node]]) -> _Node:
         ctx = self._dummy

@@ -94,12 +94,11 @@ def per_label_set(tag: tuple) -> dict:
 def drop_names(labels: list[Labels]) -> list[Labels]:
     def build():
         cache = per_label_set(("drop",))
-        out = []
-        for lb in labels:
-            r = cache.get(lb)
-            if r is None:
-                r = cache[lb] = drop_name(lb)
-            out.append(r)
+        out = list(map(cache.get, labels))
+        if None in out:
+            for i, lb in enumerate(labels):
+                if out[i] is None:
+                    out[i] = cache[lb] = drop_name(lb)
         return out
     return memo(("drop",), (labels,), build)
 

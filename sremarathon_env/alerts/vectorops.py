@@ -80,12 +80,11 @@ def vector_scalar(op: str, vec: Vec, sc: Scal, scalar_left: bool, return_bool: b
 def _sigs(labels: list[Labels], on, names) -> list[tuple]:
     def build():
         cache = per_label_set(("sig", on, names))
-        out = []
-        for lb in labels:
-            s = cache.get(lb)
-            if s is None:
-                s = cache[lb] = signature(lb, on, names)
-            out.append(s)
+        out = list(map(cache.get, labels))
+        if None in out:
+            for i, lb in enumerate(labels):
+                if out[i] is None:
+                    out[i] = cache[lb] = signature(lb, on, names)
         return out
     return memo(("sigs", on, names), (labels,), build)
 
@@ -223,22 +222,22 @@ def _groups(vec: Vec, without: bool, grouping: tuple[str, ...]):
 
 
 def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
-    keys: dict[Labels, int] = {}
-    gid = np.empty(len(vec.labels), dtype=np.intp)
     gset = set(grouping)
     cache = per_label_set(("group", without, grouping))
-    for i, lb in enumerate(vec.labels):
-        k = cache.get(lb)
-        if k is None:
-            if without:
-                k = tuple(x for x in lb if x[0] != "__name__" and x[0] not in gset)
-            else:
-                k = tuple(x for x in lb if x[0] in gset)
-            cache[lb] = k
-        g = keys.get(k)
-        if g is None:
-            g = keys[k] = len(keys)
-        gid[i] = g
+    labels = vec.labels
+    ks = list(map(cache.get, labels))
+    if None in ks:
+        for i, lb in enumerate(labels):
+            if ks[i] is None:
+                if without:
+                    k = tuple(x for x in lb if x[0] != "__name__" and x[0] not in gset)
+                else:
+                    k = tuple(x for x in lb if x[0] in gset)
+                ks[i] = cache[lb] = k
+    # groups numbered in order of first appearance
+    keys = dict.fromkeys(ks)
+    index = {k: g for g, k in enumerate(keys)}
+    gid = np.fromiter(map(index.__getitem__, ks), dtype=np.intp, count=len(ks))
     return list(keys), gid
 
 
