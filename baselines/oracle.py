@@ -16,10 +16,11 @@ credit correct work. Per invocation, for each injected fault that is still live 
 
 Repairs of one invocation run in an order where none undoes another on the same service: rollbacks first
 (the latest fault's first), then template edits (config, resources), then restarts; a rollback of a
-service is followed by the edits and restarts done on it earlier for its faults that are still live (the
-old revision lacks them, or brings back the pods a fault was injected into). A fault that ended before it
-could be handled is still reported when alerts inside the scorer's grace attribute it. A node drained for
-a node fault is uncordoned once that fault has ended.
+service to a revision older than an edit or restart done on it earlier for a fault that is still live is
+followed by that edit or restart again (the old template lacks it, or the old ReplicaSet still runs the
+pods the fault was injected into). A fault that ended before it could be handled is still reported when
+alerts inside the scorer's grace attribute it. A node drained for a node fault is uncordoned once that
+fault has ended.
 
 >>> OraclePolicy().name
 'oracle'
@@ -82,8 +83,9 @@ class OraclePolicy(Policy):
         self.repaired: set[str] = set()
         self.scaled: dict[str, int] = {}        # service -> replicas this policy last set for load faults
         self.drained: dict[str, str] = {}       # node -> instance id of the node fault it was drained for
-        #: service -> (instance id, tool, args) of the edits and restarts done on it for faults still live
-        self.applied: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+        #: service -> (instance id, tool, args, revision it rolled out) of the edits and restarts done on it
+        #: for faults still live
+        self.applied: dict[str, list[tuple[str, str, dict[str, Any], int | None]]] = {}
 
     def _replicas(self, args: dict[str, Any]) -> int:
         s, want = args["service"], int(args["replicas"])
@@ -168,13 +170,19 @@ class OraclePolicy(Policy):
     def _ordered(self, plan: list[tuple[str, str, dict[str, Any], int]]) -> list[tuple[str, str, dict[str, Any], int]]:
         """The invocation's repairs in an order where none undoes another on the same service: rollbacks and
         source patches first (the latest fault's first: an earlier fault's rollback goes further back), then
-        edits of the pod template, then restarts (which replace the pods a fault was injected into; a later
-        rollout to an old revision would bring those pods back). After a rollback of a service, the edits
-        and restarts done on it earlier for faults still live are applied again (index -1)."""
+        edits of the pod template, then restarts (which replace the pods a fault was injected into). A
+        rollback to a revision older than an edit or restart done earlier for a fault that is still live
+        loses it (the old template lacks the edit; the old ReplicaSet may still run the pods the fault was
+        injected into): that edit or restart is applied again after it (index -1)."""
         first = [x for x in plan if x[1] in _REWINDS]
-        rolled = {x[2]["service"] for x in first}
-        again = [(iid, tool, args, -1) for svc in sorted(rolled) for iid, tool, args in self.applied.get(svc, [])
-                 if all(p[0] != iid for p in plan)]
+        back_to: dict[str, float] = {}   # service -> the oldest revision a rollback of it goes back to
+        for _, tool, args, _ in first:
+            if tool == "rollback":
+                to = args.get("to_revision")
+                back_to[args["service"]] = min(back_to.get(args["service"], float("inf")),
+                                               float(to) if to is not None else float("-inf"))
+        again = [(iid, tool, args, -1) for svc in sorted(back_to) for iid, tool, args, rev in self.applied.get(svc, [])
+                 if (rev is None or rev > back_to[svc]) and all(p[0] != iid for p in plan)]
         edits = [x for x in plan + again if x[1] not in _REWINDS and x[1] != "restart"]
         restarts = [x for x in plan + again if x[1] == "restart"]
         fresh = {x[2]["service"] for x in restarts if x[3] >= 0}
@@ -183,17 +191,20 @@ class OraclePolicy(Policy):
 
     def _apply(self, session: Any, iid: str, tool: str, args: dict[str, Any], k: int) -> bool:
         """Run one repair option citing the fault's incident; False when the invocation's budget is spent.
-        ``k`` is the option's index (-1: a repair applied again, which changes no bookkeeping)."""
+        ``k`` is the option's index (-1: a repair applied again, which only records its new revision)."""
         res = session.call(tool, {**args, "incident_id": self.incident[iid]})
         if res.ok:
+            svc = args.get("service") or args.get("target")
+            if tool in _REAPPLY and svc in self.app.service_names:
+                data = (res.result or {}).get("data") if isinstance(res.result, dict) else None
+                rev = data.get("revision") if isinstance(data, dict) else None
+                done = [x for x in self.applied.get(svc, []) if x[0] != iid or x[1] != tool]
+                self.applied[svc] = done + [(iid, tool, args, int(rev) if rev is not None else None)]
             if k < 0:
                 return True
             self.repaired.add(iid)
             if tool == "drain_node":
                 self.drained[args["node"]] = iid
-            svc = args.get("service") or args.get("target")
-            if tool in _REAPPLY and svc in self.app.service_names:
-                self.applied.setdefault(svc, []).append((iid, tool, args))
         elif res.error is not None and res.error.type == "budget_exhausted":
             return False
         elif k >= 0:

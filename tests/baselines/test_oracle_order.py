@@ -18,6 +18,7 @@ class FakeSession:
     def __init__(self, truth, alerts):
         self.truth, self.alerts, self.calls, self.now = truth, alerts, [], 0.0
         self.n_inc = 0
+        self.revision = 4   # the service's latest revision; every rollout adds one
 
     def oracle_ground_truth_TEST_ONLY(self):
         return self.truth
@@ -31,6 +32,9 @@ class FakeSession:
         if tool == "report_incident":
             self.n_inc += 1
             result = {"incident": {"id": f"INC-{self.n_inc:04d}"}}
+        elif tool in ("rollback", "restart", "set_resources", "set_config"):
+            self.revision += 1
+            result = {"data": {"revision": self.revision}}
         return SimpleNamespace(ok=True, error=None, result=result)
 
 
@@ -61,23 +65,33 @@ def test_restart_runs_after_the_rollback_of_the_same_service_in_one_invocation()
     assert rollback["to_revision"] == 3 and rollback["service"] == "checkoutservice"
 
 
-def test_a_later_rollout_of_the_service_is_followed_by_the_live_faults_restart_again():
+def test_a_rollback_to_a_revision_older_than_the_restart_is_followed_by_the_restart_again():
     s = FakeSession([_truth("F1", POD_FAILURE, 100.0)], [_alert("a1", 120.0)])
     p = OraclePolicy()
     p.reset(load_app("online-boutique"), 0)
     p.act(s)
-    assert _actions(s.calls) == [("restart", "INC-0001")]
-    # next invocation: a code fault on the same service; its rollback would bring back the failing pods
+    assert _actions(s.calls) == [("restart", "INC-0001")]          # rolled out as revision 5
+    # next invocation: a fault on the same service rolled back to revision 3, whose ReplicaSet may still run
+    # the pods the pod failure was injected into: the restart is repeated after it
     s.truth = [_truth("F1", POD_FAILURE, 100.0), _truth("F2", SKIPS_CHARGE, 200.0, prior={"revision": 3})]
     s.alerts = [_alert("a1", 120.0), _alert("a2", 215.0)]
     s.calls = []
     p.act(s)
-    assert _actions(s.calls) == [("rollback", "INC-0002"), ("restart", "INC-0001")]
-    # once the pod-failure fault has ended, a rollout of the service is not followed by a restart
-    s.truth = [_truth("F1", POD_FAILURE, 100.0, ended=True), _truth("F2", SKIPS_CHARGE, 200.0, ended=True)]
+    assert _actions(s.calls) == [("rollback", "INC-0002"), ("restart", "INC-0001")]   # revisions 6, 7
+    # a rollback to a revision at or after the (repeated) restart keeps its pods: nothing is repeated
+    s.truth.append(_truth("F3", "ob-code-checkout-timeout-units", 300.0, prior={"revision": 7}))
+    s.alerts.append(_alert("a3", 315.0))
     s.calls = []
     p.act(s)
-    assert s.calls == []
+    assert _actions(s.calls) == [("rollback", "INC-0003")]
+    # once the pod-failure fault has ended, a rollback of the service is not followed by a restart
+    s.truth = [_truth("F1", POD_FAILURE, 100.0, ended=True), _truth("F2", SKIPS_CHARGE, 200.0, ended=True),
+               _truth("F3", "ob-code-checkout-timeout-units", 300.0, ended=True),
+               _truth("F4", "ob-code-checkoutservice-call-cartservice-getcart", 400.0, prior={"revision": 2})]
+    s.alerts.append(_alert("a4", 415.0))
+    s.calls = []
+    p.act(s)
+    assert _actions(s.calls) == [("rollback", "INC-0004")]
     assert p.applied == {"checkoutservice": []}
 
 
