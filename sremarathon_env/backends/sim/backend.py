@@ -260,8 +260,10 @@ class SimBackend:
             lag_block[k] = self._lag
         self.writer.write_flows(k0, Kc, dt, out, cpu, per, thr, mem, running, lag_block, self.uh_edge)
         rows = np.empty((Kc, len(SVC_FIELDS), m.S))
-        rows[:, :4] = self._svc_in(np.stack([out.edge_rate, out.edge_fail, out.edge_rate * out.edge_lat_src,
-                                              out.edge_rate * out.edge_sigma], axis=1))
+        into = self._svc_in(np.stack([out.edge_rate, out.edge_fail, out.edge_rate * out.edge_lat_src,
+                                      out.edge_rate * out.edge_sigma, out.edge_own_fail,
+                                      out.edge_rate * out.edge_own_lat], axis=1))
+        rows[:, :4] = into[:, :4]
         rows[:, 4] = out.svc_rho
         rows[:, 5] = self._mem_util(mem, running, sl)
         rows[:, 6] = 0.0
@@ -270,7 +272,7 @@ class SimBackend:
         rows[:, 7] = self.ready_count
         rows[:, 8] = self._desired
         rows[:, 9] = self._restarts
-        rows[:, 10:12] = self._svc_in(np.stack([out.edge_own_fail, out.edge_rate * out.edge_own_lat], axis=1))
+        rows[:, 10:12] = into[:, 4:]
         self.history.record(k0, out, self.ready_count, self.res.edge_reason, self.inputs.e_app, rows)
         if over[-1].any():
             Tk = (k0 + Kc - 1) * self.tick_s

@@ -198,13 +198,16 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
                    np.zeros(S), np.zeros(S, dtype=bool), np.ones(P), np.ones(S), {}, [], {}, {}, {}, set())
     # weights of revisions by ready pods (lifecycle readiness, before effect-driven not-ready)
     weights: list[tuple[int, Any, float]] = []   # (svc, rs, weight)
+    n = len(c.pods)
+    up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]       # the pods' mirrored ready / node_lost
+    per_rs = np.bincount(c.p_rs[:n][up], minlength=len(c.rs_by_id)).tolist()
     for dep in c.deployments.values():
-        live = [p for rs in dep.rss for p in rs.pods if p.ready and not p.node_lost]
+        live = sum(per_rs[rs.id] for rs in dep.rss)
         if live:
             for rs in dep.rss:
-                k = sum(1 for p in rs.pods if p.ready and not p.node_lost)
+                k = per_rs[rs.id]
                 if k:
-                    weights.append((dep.svc, rs, k / len(live)))
+                    weights.append((dep.svc, rs, k / live))
         else:
             weights.append((dep.svc, dep.current, 1.0))
     book = sim.book

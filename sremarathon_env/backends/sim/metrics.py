@@ -112,7 +112,7 @@ class MetricWriter:
         self.flow_rows = np.zeros(0, dtype=np.intp)
         self._flow_layout = -1
         # state families: one constant run per family, re-derived for the objects that changed
-        self._runs: dict[str, tuple[Family, np.ndarray, np.ndarray, int]] = {}
+        self._runs: dict[str, tuple[Family, int, int, np.ndarray, int]] = {}   # (family, rows r0:r1, values, start)
         self._objects: dict[tuple, tuple[tuple, list]] = {}   # object -> (signature, [(family, row, value)])
         self._cur: dict[str, dict[int, float]] = {}          # family -> row -> current value
         self._fams: dict[str, Family] = {}
@@ -286,11 +286,20 @@ class MetricWriter:
         for name in sorted(dirty):
             fam = self.store.family(name, self._labels(name))
             old = self._runs.get(name)
-            if old is not None and tick > old[3] and len(old[1]):
-                fam._data[old[1], old[3]:tick] = old[2][:, None]
+            if old is not None and tick > old[4] and old[2] > old[1]:
+                fam._data[old[1]:old[2], old[4]:tick] = old[3][:, None]
             cur = self._cur[name]
-            self._runs[name] = (fam, np.fromiter(cur.keys(), dtype=np.intp, count=len(cur)),
-                                np.fromiter(cur.values(), dtype=float, count=len(cur)), tick)
+            rows = np.fromiter(cur.keys(), dtype=np.intp, count=len(cur))
+            if len(rows):
+                # the run as one block of rows: rows without a live series in it are NaN, as the
+                # store's unwritten cells are (a slice write instead of a scatter)
+                r0, r1 = int(rows.min()), int(rows.max()) + 1
+                dense = np.full(r1 - r0, np.nan)
+                dense[rows - r0] = np.fromiter(cur.values(), dtype=float, count=len(cur))
+            else:
+                r0 = r1 = 0
+                dense = np.zeros(0)
+            self._runs[name] = (fam, r0, r1, dense, tick)
 
     def _drop(self, key, dirty: set) -> bool:
         old = self._objects.pop(key, None)
@@ -335,10 +344,10 @@ class MetricWriter:
             return
         if upto > self.store._capacity:
             self.store.set_n_ticks(upto)
-        for name, (fam, rows, vals, start) in self._runs.items():
-            if upto > start and len(rows):
-                fam._data[rows, start:upto] = vals[:, None]
-                self._runs[name] = (fam, rows, vals, upto)
+        for name, (fam, r0, r1, dense, start) in self._runs.items():
+            if upto > start and r1 > r0:
+                fam._data[r0:r1, start:upto] = dense[:, None]
+                self._runs[name] = (fam, r0, r1, dense, upto)
 
     def _pod_series(self, p):
         sim = self.sim

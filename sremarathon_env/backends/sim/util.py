@@ -88,4 +88,6 @@ def canonical(obj: object) -> str:
 def seqsum(start: np.ndarray, inc: np.ndarray) -> np.ndarray:
     """Running totals ``start + inc[0]``, ``+ inc[1]``... added one tick at a time (the same floats
     whatever the block size), with a leading tick axis."""
+    if len(inc) == 1:   # one tick: the single sum the running total makes
+        return np.add(start, inc)
     return np.cumsum(np.concatenate([np.asarray(start)[None], inc], axis=0), axis=0)[1:]
