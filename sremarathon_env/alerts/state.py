@@ -237,8 +237,8 @@ class AlertEngine:
             if isinstance(vec, QueryError):
                 self.errors.append({"t": times[-1] / 1000, "alertname": rule.name, "error": vec.message})
                 vec = Vec.empty(len(times))
-            if not vec.labels and not self._n_active[ri]:
-                continue
+            if not self._n_active[ri] and (not vec.labels or not vec.p.any()):
+                continue  # nothing present and nothing active: no transition, no value to take
             self._step_rule(ri, rule, vec, times, out)
         out.sort(key=lambda x: (x[0], x[1], x[2]))
         return [tr for *_, tr in out]

@@ -135,11 +135,21 @@ class Tape:
         self.LR = np.zeros((n_slots, cap), dtype=np.int64)  # last reset column <= k (0 if none)
 
     def _grow(self, n_slots: int, cap: int) -> None:
+        """Larger arrays holding the old ones; every other cell gets the initial value ``_alloc`` gives it
+        (each cell is written once, not filled and then overwritten)."""
         old = (self.V, self.CS, self.PV, self.POS, self.PREV, self.RC, self.CC, self.LR)
+        fills = (np.nan, 0, -1, 0, 0.0, 0, 0, 0)
         s, t = self.cap_s, self.cap_t
-        self._alloc(max(n_slots, 2 * s if n_slots > s else s), max(cap, 2 * t if cap > t else t))
-        for new, o in zip((self.V, self.CS, self.PV, self.POS, self.PREV, self.RC, self.CC, self.LR), old):
-            new[: o.shape[0], : o.shape[1]] = o
+        S2, T2 = max(n_slots, 2 * s if n_slots > s else s), max(cap, 2 * t if cap > t else t)
+        self.cap_s, self.cap_t = S2, T2
+        arrays = []
+        for o, fill in zip(old, fills):
+            a = np.empty((S2, T2 + (o.shape[1] - t)), dtype=o.dtype)
+            a[: o.shape[0], : o.shape[1]] = o
+            a[: o.shape[0], o.shape[1]:] = fill
+            a[o.shape[0]:] = fill
+            arrays.append(a)
+        self.V, self.CS, self.PV, self.POS, self.PREV, self.RC, self.CC, self.LR = arrays
 
     def _fam_groups(self, slots: np.ndarray):
         fam_of = np.asarray(self._fam_of, dtype=np.intp)[slots]
