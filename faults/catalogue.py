@@ -20,6 +20,7 @@ after validation showed they cannot be realised faithfully in the twin.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -45,6 +46,35 @@ _STARTUP_CHECKED = frozenset({"go", "java", "kotlin", "csharp", "rust", "cpp"})
 
 class CatalogueError(ValueError):
     pass
+
+
+#: CPU one pod of a service without a CPU limit serves, in millicores: the twin's capacity for such a
+#: pod (one core), so that demand-over-capacity here is the cpu_util the twin reports and probes read
+UNLIMITED_POD_CPU_M = 1000
+
+
+def pod_cpu_m(service) -> float:
+    """Millicores of CPU one pod of ``service`` can use (its limit, or one core without one)."""
+    return float(service.resources.cpu_limit_m or UNLIMITED_POD_CPU_M)
+
+
+def peak_load_factor(app: AppSpec) -> float:
+    """How far above its mean the base load goes in a marathon: the diurnal swing's crest times a
+    two-sigma tick of the per-tick jitter (a path's load is ``mean x diurnal x lognormal jitter``)."""
+    return (1.0 + app.load.diurnal_amplitude) * (1.0 + 2.0 * app.load.jitter)
+
+
+def repair_replicas(app: AppSpec, pods_at_mean: float, *, saturation: float, headroom: float,
+                    floor: int = 1) -> int:
+    """Replicas that keep a tier's cpu_util under ``saturation x headroom`` at peak base load, when
+    ``pods_at_mean`` pods' worth of CPU is demanded at the mean load (never fewer than ``floor``).
+
+    >>> from apps import load_app
+    >>> repair_replicas(load_app("online-boutique"), 4.0, saturation=0.95, headroom=0.8)
+    8
+    """
+    need = pods_at_mean * peak_load_factor(app) / (saturation * headroom)
+    return max(int(floor), int(math.ceil(need - 1e-9)))
 
 
 def _slug(s: str) -> str:
@@ -525,7 +555,7 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                 sv = app.service(svc_name)
                 if ms_per_s <= 0 or sv.role not in ("service", "gateway"):
                     continue
-                cap = (sv.resources.cpu_limit_m or 4000) * max(1, sv.replicas)  # ms of CPU per second
+                cap = pod_cpu_m(sv) * max(1, sv.replicas)  # ms of CPU per second
                 cands.append((cap / ms_per_s, svc_name))   # factor at which it saturates
             if not cands:
                 continue
@@ -538,9 +568,11 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
             factor = round(min(P["overload"] * f0, P["next_tier_margin"] * f1), 1)
             if factor < P["min_overload"] * f0 or factor > P["max_factor"] or factor < 2:
                 continue
-            # enough replicas of the bottleneck for the surge with headroom
-            sv = app.service(bottleneck)
-            replicas = max(int(P["replicas"]), int(-(-2.0 * factor / f0 * max(1, sv.replicas) // 1)))
+            # enough replicas of the bottleneck for the surge at the marathon's peak base load, kept
+            # under the probe's threshold with headroom (the count follows from the capacity needed)
+            replicas = repair_replicas(app, factor / f0 * max(1, app.service(bottleneck).replicas),
+                                       saturation=P["saturation"], headroom=P["headroom"],
+                                       floor=int(P["replicas"]))
             touched = [entry, *(_path_services(app, p.calls) if p else app.service_names)]
             touched = list(dict.fromkeys(x for x in touched if x))
             g.add(tpl, f"{entry}-{_slug(name) if name else 'all'}-{t}", target=entry, culprits=[entry],

@@ -10,6 +10,8 @@ For each fault, alone, in a fresh settled twin:
 4. for EVERY declared `RepairOption`, in its own fresh twin: injected again, the option applied through
    `apply_repair` once the symptom shows heals it on its own (probe healthy for two consecutive ticks
    and artifact corrected). Options are alternatives, never steps: agents and the oracle rely on any one.
+   Saturation faults (probe ``cpu_util_max``) are repaired at the marathon's peak base load (diurnal crest
+   and jitter, ``faults.catalogue.peak_load_factor``) and must then stay healthy ``PEAK_HOLD_TICKS`` more.
 
 Fresh twins are clones of one warmed-up twin per app when the backend offers ``clone()``, otherwise
 new twins advanced through the same warm-up, so every fault starts from the same state.
@@ -31,6 +33,7 @@ from faults.realise import apply_repair, artifact_ok, inject, probe_ok, revert
 
 WARMUP_TICKS = 8
 HOLD_TICKS = 2
+PEAK_HOLD_TICKS = 8     # a marathon credits a repair after 120 s healthy: saturation repairs must hold that
 
 
 @dataclass
@@ -83,6 +86,29 @@ def _healed(fault: Fault, b: Any, h: Any, memo: dict, ticks: int, need_artifact:
     return None
 
 
+def _peak_load(fault: Fault, b: Any) -> float | None:
+    """Saturation faults (probe: cpu_util) are repaired in a marathon at whatever the base load is then,
+    up to its diurnal crest plus jitter: their repair runs put the twin at that peak load (an extra
+    all-path load factor through the fault hook) and return it; None for other faults."""
+    if fault.probe.kind != "cpu_util_max" or not hasattr(b, "apply_effect"):
+        return None
+    from apps import load_app
+    from faults.catalogue import peak_load_factor
+    from faults.effects import Effect
+
+    peak = peak_load_factor(load_app(fault.app))
+    b.apply_effect(Effect(kind="load_factor", path=None, factor=peak))
+    return peak
+
+
+def _stays_healthy(fault: Fault, b: Any, h: Any, memo: dict, ticks: int) -> bool:
+    for _ in range(ticks):
+        _tick(b)
+        if not probe_ok(fault, b, memo, h):
+            return False
+    return True
+
+
 def validate_fault(fault: Fault, fresh: Callable[[], Any]) -> Outcome:
     out = Outcome(fault.id, fault.app, fault.category, False, "")
     b = fresh()
@@ -108,6 +134,7 @@ def validate_fault(fault: Fault, fresh: Callable[[], Any]) -> Outcome:
         # every declared option must heal on its own (agents and the oracle may pick any of them),
         # each in a fresh copy of the warm twin
         b2, memo2 = fresh(), {}
+        peak = _peak_load(fault, b2)
         probe_ok(fault, b2, memo2)
         h2 = inject(fault, b2)
         if not h2.ok or _symptom(fault, b2, h2, memo2) is None:
@@ -120,7 +147,10 @@ def validate_fault(fault: Fault, fresh: Callable[[], Any]) -> Outcome:
         # direct effects have no artifact to read unless the backend exposes effect_active
         need = fault.realisation.kind != "effects" or hasattr(b2, "effect_active")
         if _healed(fault, b2, h2, memo2, fault.probe.recover_ticks + 4, need_artifact=need) is None:
-            failed.append(f"{opt.tool}: did not heal")
+            failed.append(f"{opt.tool}: did not heal" + (f" at peak base load x{peak:.2f}" if peak else ""))
+            continue
+        if peak and not _stays_healthy(fault, b2, h2, memo2, PEAK_HOLD_TICKS):
+            failed.append(f"{opt.tool}: relapsed within {PEAK_HOLD_TICKS} ticks at peak base load x{peak:.2f}")
             continue
         healed.append(opt.tool)
     out.repaired_by = ",".join(healed) or None

@@ -90,3 +90,46 @@ def test_load_faults_have_one_sufficient_repair():
     loads = [f for a in APP_NAMES for f in load_catalogue(a) if f.category == "load" and f.template != "flag"]
     assert loads and all(len(f.repairs) == 1 and f.repairs[0].tool == "scale" for f in loads)
     assert "ob-load-frontend-all-flood" in {f.id for f in loads}
+
+
+def _flood_variant(factor: float, replicas: int):
+    from faults.effects import Effect
+    from faults.model import Realisation, RepairOption
+
+    f = next(x for x in load_catalogue("astronomy-shop") if x.id == "as-load-frontend-proxy-all-flood")
+    return f.model_copy(update={
+        "realisation": Realisation(kind="effects", effects=[Effect(kind="load_factor", path=None, factor=factor)]),
+        "repairs": [RepairOption(tool="scale", args={"service": "frontend", "replicas": replicas})]})
+
+
+def test_validation_repairs_saturation_faults_at_peak_base_load():
+    """The catalogue before the capacity fix (45x flood, `scale frontend 6`) healed at validation's quiet
+    load but not at a marathon's diurnal crest; validation now repairs at that peak and must reject it,
+    while the same flood with enough replicas passes."""
+    outs, _ = validate("astronomy-shop", [_flood_variant(45.0, 6), _flood_variant(45.0, 10)])
+    assert not outs[0].ok and "peak base load" in outs[0].detail
+    assert outs[1].ok, outs[1].detail
+
+
+def test_load_fault_repairs_keep_the_bottleneck_under_threshold_with_headroom_at_peak_load():
+    """Every load-surge/flood repair, in a twin at the marathon's peak base load (constant, no jitter),
+    brings the bottleneck's cpu_util under the probe threshold times the catalogue's headroom."""
+    from apps import APP_NAMES, load_app
+    from faults.catalogue import _templates, peak_load_factor
+    from faults.effects import Effect
+    from faults.realise import apply_repair
+
+    headroom = {t["id"]: t["params"]["headroom"] for t in _templates() if t["id"] in ("load-surge", "flood")}
+    loads = [f for a in APP_NAMES for f in load_catalogue(a) if f.template in headroom]
+    assert {f.app for f in loads} == set(APP_NAMES)
+    for f in loads:
+        b = sim.SimBackend(f.app, 0, metrics=False, noise_load=False)
+        b.advance_to(8 * b.tick_s)
+        b.apply_effect(Effect(kind="load_factor", path=None, factor=peak_load_factor(load_app(f.app))))
+        inject(f, b)
+        b.advance_to(b.now + 2 * b.tick_s)
+        assert not probe_ok(f, b, {}), f.id   # the surge does saturate its tier
+        assert apply_repair(f.repairs[0], f, b).ok
+        b.advance_to(b.now + 16 * b.tick_s)
+        util = b.service_health(f.probe.service)["cpu_util"]
+        assert util <= f.probe.threshold * headroom[f.template], (f.id, util)
