@@ -148,8 +148,9 @@ class TrafficModel:
             g = _Groups(parents, m.N)
             # children gathered in parent order (one gather), summed per parent, added to the parents only
             idx = nodes[g.order]
-            self._levels.append((idx, dl, np.log(m.node_deadline[dl]), m.node_deadline[dl], w_lat[idx], w_fail[idx],
-                                 g.starts, g.present))
+            # latency and log-success are summed together: rows 0 and 1 of one (2, K, N) array
+            W = np.stack([w_lat[idx], w_fail[idx]])[:, None, :]
+            self._levels.append((idx, dl, np.log(m.node_deadline[dl]), m.node_deadline[dl], W, g.starts, g.present))
         # degradation: degrade-edge calls reached through fail edges from each path's root
         deg_nodes = np.flatnonzero(m.B_deg.sum(axis=0) > 0)
         self._deg_nodes = deg_nodes
@@ -191,8 +192,9 @@ class TrafficModel:
         q = np.where(rho < 0.95, 1.0 / (1.0 - np.minimum(rho, 0.95)), 20.0 * np.minimum(rho, 50.0))
         rho1 = np.minimum(rho, 1.0)
         sigma = (BASE_SIGMA + 0.4 * rho1 * rho1)[:, m.node_svc]
-        lat = inp._x_fixed + q[:, m.node_svc] * inp._x_q
-        logs_ = np.empty((K, m.N))
+        LL = np.empty((2, K, m.N))          # [0]: latency, [1]: log of the success share
+        lat, logs_ = LL[0], LL[1]
+        np.add(inp._x_fixed, q[:, m.node_svc] * inp._x_q, out=lat)
         logs_[...] = inp._log_reach_app
         shed_any = rho > 1.0
         if shed_any.any():
@@ -201,7 +203,7 @@ class TrafficModel:
         timeout = np.zeros((K, m.N))
         lat_own = lat.copy()
         reach = inp._reach
-        for idx, dl, dl_k, dl_K, w_lat, w_fail, starts, parents in self._levels:
+        for idx, dl, dl_k, dl_K, W, starts, parents in self._levels:
             if len(dl):
                 mean = lat[:, dl]
                 s = sigma[:, dl]
@@ -215,8 +217,7 @@ class TrafficModel:
                 t_dl = p_over * reach[dl]
                 timeout[:, dl] = t_dl
                 logs_[:, dl] += np.log(np.maximum(1.0 - t_dl, EPS))
-            lat[:, parents] += np.add.reduceat(lat[:, idx] * w_lat, starts, axis=1)
-            logs_[:, parents] += np.add.reduceat(logs_[:, idx] * w_fail, starts, axis=1)
+            LL[:, :, parents] += np.add.reduceat(LL[:, :, idx] * W, starts, axis=2)
         fail = 1.0 - np.exp(logs_)
         own_fail = 1.0 - np.exp(inp._log_reach_app + np.log(np.maximum(1.0 - timeout, EPS)))
         P = m.P
@@ -231,11 +232,17 @@ class TrafficModel:
         path_p95 = med * np.exp(Z95 * s_root)
         # edges
         unreach = inp._unreach
-        u_calls = node_rate * unreach
-        reached_n = node_rate - u_calls
-        stacked = np.stack([node_rate, u_calls, node_rate * timeout, node_rate * fail, node_rate * lat,
-                            reached_n * np.maximum(lat - inp.net_ms, 0.05), reached_n, node_rate * sigma,
-                            node_rate * own_fail, node_rate * lat_own], axis=1)
+        stacked = np.empty((K, 10, m.N))    # the 10 per-call quantities summed per edge, written in place
+        stacked[:, 0] = node_rate
+        u_calls = np.multiply(node_rate, unreach, out=stacked[:, 1])
+        reached_n = np.subtract(node_rate, u_calls, out=stacked[:, 6])
+        np.multiply(node_rate, timeout, out=stacked[:, 2])
+        np.multiply(node_rate, fail, out=stacked[:, 3])
+        np.multiply(node_rate, lat, out=stacked[:, 4])
+        np.multiply(reached_n, np.maximum(lat - inp.net_ms, 0.05), out=stacked[:, 5])
+        np.multiply(node_rate, sigma, out=stacked[:, 7])
+        np.multiply(node_rate, own_fail, out=stacked[:, 8])
+        np.multiply(node_rate, lat_own, out=stacked[:, 9])
         agg = self._edge(stacked)                                    # (K, 10, E)
         edge_rate, edge_unreach, edge_timeout, edge_fail = agg[:, 0], agg[:, 1], agg[:, 2], agg[:, 3]
         inv = 1.0 / np.maximum(edge_rate, EPS)
