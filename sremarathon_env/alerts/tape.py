@@ -227,13 +227,18 @@ class Tape:
         change = step & (B != prev)
         rc0 = self.RC[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
         cc0 = self.CC[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
-        self.RC[sl, c0:c1] = rc0[:, None] + np.cumsum(reset, axis=1)
         self.CC[sl, c0:c1] = cc0[:, None] + np.cumsum(change, axis=1)
         lr0 = self.LR[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
-        lr = np.where(reset, kidx[None, :], 0)
-        lr[:, 0] = np.maximum(lr[:, 0], lr0)
-        np.maximum.accumulate(lr, axis=1, out=lr)
-        self.LR[sl, c0:c1] = lr
+        if not reset.any():
+            # no counter reset in these columns (the usual case): counts and last reset carry over
+            self.RC[sl, c0:c1] = rc0[:, None]
+            self.LR[sl, c0:c1] = lr0[:, None]
+        else:
+            self.RC[sl, c0:c1] = rc0[:, None] + np.cumsum(reset, axis=1)
+            lr = np.where(reset, kidx[None, :], 0)
+            lr[:, 0] = np.maximum(lr[:, 0], lr0)
+            np.maximum.accumulate(lr, axis=1, out=lr)
+            self.LR[sl, c0:c1] = lr
         # the j-th present sample of a slot is at column POS[slot, j]; flat offsets of present cells
         rank = self.CS[sl, c0 : c1][:, :1] + cs - 1
         flat = (idx * self.cap_t)[:, None] + rank
