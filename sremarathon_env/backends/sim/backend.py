@@ -31,7 +31,7 @@ from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, ma
 from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
 from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly
 from sremarathon_env.backends.sim.model import CompiledApp
-from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, _Groups, take
+from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, _Groups, stack_inputs, take, window
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum
 from sremarathon_env.telemetry.store import MetricStore
 
@@ -127,6 +127,7 @@ class SimBackend:
         self._tick = 0
         self._now = 0.0
         self._effects_dirty = True
+        self._deferred: list[dict] | None = None   # tick runs whose traffic waits for `end_deferred`
         self.cluster.run_until(0.0)
         self._refresh(0.0, 0)
         # tick 0 stands for the hour the app has already run: its counters carry that hour's totals
@@ -211,8 +212,127 @@ class SimBackend:
             self._load_rng_block = int(b)
         return self._load_noise
 
+    # ================================================================== deferred traffic
+    def begin_deferred(self) -> None:
+        """Metric-less twins only: until `end_deferred`, `advance_to` runs the cluster, the state
+        refreshes, memory/OOM kills and queue lag tick by tick as always, but leaves each tick's
+        traffic numbers (latency, failures, the health history's rates and the entry evidence) to
+        be computed for all those ticks in one step by `end_deferred`; it returns one ``None`` per
+        tick meanwhile. Every tick's numbers are the same floats (the traffic model is elementwise
+        along ticks). Between the two calls, only interventions and reads of the live state may
+        happen, no health reads of the deferred ticks (nor ``at(t)`` views, logs, traces)."""
+        if self.metrics:
+            raise ValueError("deferred traffic needs a twin without metrics (the store is written per block)")
+        if self._deferred is None:
+            self._deferred = []
+
+    def end_deferred(self) -> list[EntryEvidence]:
+        """Compute the traffic of the ticks run since `begin_deferred`; their entry evidence, in order."""
+        runs, self._deferred = self._deferred, None
+        if not runs:
+            return []
+        tr = np.concatenate([r["task_rate"] for r in runs], axis=0)
+        out = self.tm.step(tr, stack_inputs([(r["inputs"], r["K"]) for r in runs]))
+        into = self._svc_in(np.stack([out.edge_rate, out.edge_fail, out.edge_rate * out.edge_lat_src,
+                                      out.edge_rate * out.edge_sigma, out.edge_own_fail,
+                                      out.edge_rate * out.edge_own_lat], axis=1))
+        evidence: list[EntryEvidence] = []
+        a = 0
+        for r in runs:
+            k0, K = r["k0"], r["K"]
+            b = a + K
+            rows = r["rows"]
+            rows[:, :4] = into[a:b, :4]
+            rows[:, 4] = out.svc_rho[a:b]
+            rows[:, 10:12] = into[a:b, 4:]
+            o = window(out, a, b)
+            self.history.record(k0, o, r["ready"], r["reason"], r["inputs"].e_app, rows, epoch=r["epoch"])
+            for fix in r["after"]:
+                fix()
+            evidence.extend(self._evidence(k0, o))
+            a = b
+        return evidence
+
+    def _evidence(self, k0: int, out) -> list[EntryEvidence]:
+        dt = self.tick_s
+        req = out.path_req_rate * dt
+        total = req.sum(axis=1)
+        fail = (req * out.path_fail).sum(axis=1)
+        slow = (req * out.path_slow * (1.0 - out.path_fail)).sum(axis=1)
+        deg = (req * out.path_degraded).sum(axis=1)
+        return [EntryEvidence((k0 + k) * self.tick_s, float(total[k]), float(fail[k]), float(slow[k]), float(deg[k]))
+                for k in range(len(total))]
+
+    def _run_block_deferred(self, k0: int, K: int, dt: float) -> list[None]:
+        """`_run_block` of a deferred run (see `begin_deferred`): everything but the traffic numbers."""
+        c = self.cluster
+        m = self.m
+        self.store.set_n_ticks(k0 + K)
+        task_rate = self._task_rates(k0, K)
+        _, svc_rate, edge_rate = self.tm.rates(task_rate)
+        sl = self.writer.flow_slots_now()
+        svc = c.p_svc[sl]
+        ready = self.pod_ready_eff[sl]
+        running = c.p_running[sl] & c.p_active[sl]
+        per_pod_rate = np.where(ready, svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
+        T = (k0 + np.arange(K))[:, None] * self.tick_s
+        leak = self.pod_leak_rate[sl] * np.maximum(T - np.fmax(c.p_started[sl], self.pod_leak_since[sl]), 0.0) / 60.0
+        mem = running * (m.mem_base_mi[svc] + m.mem_per_rps_mi[svc] * per_pod_rate + self.pod_hog[sl] + leak)
+        over = running & (mem > c.p_mem_lim[sl])
+        cut = K
+        if over.any():
+            cut = int(np.flatnonzero(over.any(axis=1))[0]) + 1
+            if cut < K:
+                task_rate, edge_rate, mem, over = task_rate[:cut], edge_rate[:cut], mem[:cut], over[:cut]
+        Kc = cut
+        self.pod_mem[sl] = mem[-1]
+        lag_block = np.zeros((Kc, len(self._lag)))
+        for k in range(Kc if len(self._lag) else 0):
+            for i, e in enumerate(m.async_edges):
+                callee = m.edges[e][1]
+                produced = edge_rate[k, e] * dt
+                cap = produced * 1.5 / self.res.consumer_slow[callee] if self.ready_count[callee] > 0 else 0.0
+                self._lag[i] = max(0.0, self._lag[i] + produced - min(cap, self._lag[i] + produced))
+            lag_block[k] = self._lag
+        rows = np.empty((Kc, len(SVC_FIELDS), m.S))
+        rows[:, 5] = self._mem_util(mem, running, sl)
+        rows[:, 6] = 0.0
+        for i, s_ in enumerate(self._lag_callee):
+            rows[:, 6, s_] += lag_block[:, i]
+        rows[:, 7] = self.ready_count
+        rows[:, 8] = self._desired
+        rows[:, 9] = self._restarts
+        h = self.history
+        if k0 + Kc > h.cap:   # live reads index the current tick's row (their rates wait; state fields are live)
+            h._grow(k0 + Kc)
+        run = {"k0": k0, "K": Kc, "task_rate": task_rate, "inputs": self.inputs, "ready": self.ready_count,
+               "reason": self.res.edge_reason, "rows": rows, "epoch": len(h.epochs) - 1, "after": []}
+        self._deferred.append(run)
+        if over[-1].any():
+            Tk = (k0 + Kc - 1) * self.tick_s
+            for j in np.flatnonzero(over[-1]):
+                pod = c.pods[int(sl[j])]
+                self.pod_ooms[pod.slot] = self.pod_ooms.get(pod.slot, 0) + 1
+                c.terminate(pod, Tk, "OOMKilled", 137, _oom_line(self.app.services[pod.svc].language, c.svc_names[pod.svc]))
+            c.reconcile_marked(Tk)
+            k_last = k0 + Kc - 1
+            self._restarts = self._restart_counts()
+            run_now = c.p_running[sl] & c.p_active[sl]
+            restarts, mem_util = self._restarts, self._mem_util(mem[-1:], run_now, sl)[0]
+            h.add_epoch(self._snapshot(), from_tick=k_last)
+            n_epoch = len(h.epochs) - 1
+
+            def fix(k_last=k_last, restarts=restarts, mem_util=mem_util, n_epoch=n_epoch) -> None:
+                h.svc[SVC_FIELDS.index("restarts"), k_last] = restarts
+                h.svc[SVC_FIELDS.index("mem_util"), k_last] = mem_util
+                h.epoch_of[k_last] = n_epoch
+            run["after"].append(fix)
+        return [None] * Kc
+
     def _run_block(self, k0: int, K: int, dt: float) -> list[EntryEvidence]:
         """Ticks ``k0 .. k0+K-1`` under unchanged cluster state (cut short by an OOM kill)."""
+        if self._deferred is not None:
+            return self._run_block_deferred(k0, K, dt)
         c = self.cluster
         m = self.m
         self.store.set_n_ticks(k0 + K)

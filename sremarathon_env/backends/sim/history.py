@@ -99,9 +99,9 @@ class History:
         self.cap = cap
 
     def record(self, k0: int, out, ready: np.ndarray, reason: np.ndarray, e_app: np.ndarray,
-               svc_rows: np.ndarray | None = None) -> None:
+               svc_rows: np.ndarray | None = None, epoch: int | None = None) -> None:
         """Store a block of ticks ``k0 .. k0+K-1`` (outputs with a leading tick axis; ``svc_rows`` is
-        (K, len(SVC_FIELDS), S))."""
+        (K, len(SVC_FIELDS), S)); their cluster state is ``epoch`` (default: the latest one)."""
         K = out.node_rate.shape[0]
         if k0 + K > self.cap:
             self._grow(k0 + K)
@@ -123,7 +123,7 @@ class History:
                                              out.path_slow)
         if svc_rows is not None:
             self.svc[:, k0:k0 + K] = svc_rows.transpose(1, 0, 2)
-        self.epoch_of[k0:k0 + K] = len(self.epochs) - 1
+        self.epoch_of[k0:k0 + K] = len(self.epochs) - 1 if epoch is None else epoch
         self.n = max(self.n, k0 + K)
 
     def add_epoch(self, epoch: Epoch, from_tick: int | None = None) -> None:

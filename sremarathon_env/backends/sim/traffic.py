@@ -179,7 +179,16 @@ class TrafficModel:
         e_app = np.minimum(inp.e_app + m.intrinsic_error[m.node_svc], 1.0)
         inp._log_reach_app = np.log(np.maximum(inp._reach * (1.0 - e_app), EPS))
 
+    def rates(self, task_rate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(node_rate, svc_rate, edge_rate) of ``task_rate`` (K, P): the parts of `step` that do not
+        depend on the inputs (the same floats as `step` gives for them)."""
+        m = self.m
+        node_rate = np.atleast_2d(task_rate)[:, m.node_path] * m.node_mult
+        return node_rate, self._svc(node_rate), self._edge(node_rate[:, None, :])[:, 0]
+
     def step(self, task_rate: np.ndarray, inp: TickInputs) -> TickOutputs:
+        """K ticks of traffic. ``inp`` holds one tick's inputs, or (K, ...) arrays of prepared inputs,
+        one row per tick (see `stack_inputs`): every number is elementwise along the tick axis."""
         m = self.m
         if inp._x_fixed is None:
             self.prepare(inp)
@@ -214,7 +223,7 @@ class TrafficModel:
                 p_over = both[:, :nd]
                 overshoot = mean * both[:, nd:] - dl_K * p_over
                 lat[:, dl] = mean - np.maximum(overshoot, 0.0)
-                t_dl = p_over * reach[dl]
+                t_dl = p_over * reach[..., dl]   # (N,) inputs, or (K, N) per-tick inputs
                 timeout[:, dl] = t_dl
                 logs_[:, dl] += np.log(np.maximum(1.0 - t_dl, EPS))
             LL[:, :, parents] += np.add.reduceat(LL[:, :, idx] * W, starts, axis=2)
@@ -254,6 +263,27 @@ class TrafficModel:
                            demand, task_rate * self._root_rpt, path_fail, path_degraded, path_slow, per_req, med,
                            path_p95, edge_rate, edge_rate - edge_unreach, edge_fail, edge_unreach, edge_timeout,
                            edge_app, edge_lat_src, edge_lat_dst, edge_sigma, agg[:, 8], agg[:, 9] * inv)
+
+
+class StackedInputs:
+    """Prepared inputs of consecutive tick runs, one row per tick, for one `TrafficModel.step`."""
+
+    FIELDS = ("burn", "_has_cap", "_cap", "_x_fixed", "_x_q", "_log_reach_app", "_reach", "_unreach", "net_ms")
+
+    def __init__(self, runs: list[tuple[TickInputs, int]]):
+        for name in self.FIELDS:
+            setattr(self, name, np.concatenate([np.broadcast_to(getattr(inp, name), (k,) + getattr(inp, name).shape)
+                                                for inp, k in runs], axis=0))
+
+
+def stack_inputs(runs: list[tuple[TickInputs, int]]) -> StackedInputs:
+    """``[(prepared inputs, ticks), ...]`` -> one row of inputs per tick."""
+    return StackedInputs(runs)
+
+
+def window(out: TickOutputs, a: int, b: int) -> TickOutputs:
+    """The outputs of ticks ``a .. b-1`` of a batch."""
+    return TickOutputs(*(getattr(out, f)[a:b] for f in out.__dataclass_fields__))
 
 
 def take(out: TickOutputs, k: int) -> TickOutputs:

@@ -1,0 +1,88 @@
+"""Deferred traffic (`SimBackend.begin_deferred` / `end_deferred`): the ticks run between the two
+calls get the same evidence, health history and cluster states as ticks run block by block, through
+interventions between runs (rollouts, OOM kills, a crash loop, a leak, a drained node, scaling), and
+the no-action reference run's driver uses it without changing a number."""
+
+import pytest
+
+from sremarathon_env import marathon as M
+from sremarathon_env.backends.sim import SimBackend
+from tests.backends.sim.test_twin_blocks import OPS
+
+HIST = ("node", "edge", "path", "svc", "ready", "reason", "epoch_of")
+
+
+def _history(sim):
+    h = sim.history
+    return {name: (getattr(h, name)[:, :h.n] if getattr(h, name).ndim == 3 else getattr(h, name)[:h.n]).tobytes()
+            for name in HIST}, h.n, len(h.epochs)
+
+
+def _run(deferred: bool):
+    sim = SimBackend("online-boutique", seed=7, metrics=False)
+    evidence, k = [], 0
+    if deferred:
+        sim.begin_deferred()
+    for stop in sorted(OPS) + [140]:
+        got = sim.advance_to(stop * 15.0)
+        assert len(got) == stop - k
+        if deferred:
+            assert got == [None] * (stop - k)
+            # a live read between runs sees the live state (what fault injection reads)
+            assert sim.service_health("frontend")["desired"] >= 1.0
+        evidence += got
+        k = stop
+        if stop in OPS:
+            OPS[stop](sim)
+    if deferred:
+        evidence = sim.end_deferred()
+    return sim, evidence
+
+
+def test_deferred_ticks_are_bit_identical():
+    a, ev_a = _run(False)
+    b, ev_b = _run(True)
+    assert len(ev_a) == 140
+    assert ev_a == ev_b
+    assert sum(b.pod_ooms.values()) > 0            # the OOM path ran inside deferred runs
+    assert _history(a) == _history(b)
+    assert a.state_digest() == b.state_digest()
+    # reads after the deferred runs answer from the computed history
+    assert a.service_health("cartservice", at=600.0) == b.service_health("cartservice", at=600.0)
+    assert a.serving_revisions("frontend", at=300.0) == b.serving_revisions("frontend", at=300.0)
+
+
+def test_deferred_needs_a_metricless_twin():
+    sim = SimBackend("online-boutique", seed=1)
+    with pytest.raises(ValueError, match="without metrics"):
+        sim.begin_deferred()
+
+
+def test_end_without_ticks_is_empty():
+    sim = SimBackend("online-boutique", seed=1, metrics=False)
+    sim.begin_deferred()
+    assert sim.end_deferred() == []
+    assert len(sim.advance_to(30.0)) == 2          # back to block-by-block evidence
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "astronomy-shop"])
+def test_reference_run_driver_unchanged_by_deferral(app):
+    cfg = M.MarathonConfig(app=app, seed=2, injection_s=1800, observation_s=600)
+
+    def run(deferred: bool):
+        backend = M._make_backend(cfg, metrics=False)
+        drv = M._Driver(cfg, backend, M._schedule(cfg.schedule_key()), checks=False)
+        if not deferred:   # the block-by-block path the driver takes when checks are on
+            drv.checks, drv._checks = True, lambda view: {}
+        n = int(round(cfg.horizon_s / cfg.tick_s))
+        drv.plan_until(n * cfg.tick_s)
+        out = [drv.tick(k * cfg.tick_s) for k in range(1, n + 1)]
+        return backend, out
+
+    a, out_a = run(False)
+    b, out_b = run(True)
+    assert [o[0] for o in out_a] == [o[0] for o in out_b]
+    assert [o[2] for o in out_a] == [o[2] for o in out_b]
+    assert sum(1 for o in out_b if o[2]) > 3       # events happened between deferred runs
+    assert _history(a) == _history(b)
+    assert M.reference_evidence.__wrapped__(cfg)["total"] == [o[0].total for o in out_a]
