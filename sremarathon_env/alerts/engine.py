@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections import OrderedDict
 
 import numpy as np
@@ -37,7 +38,7 @@ from ..telemetry.store import MetricStore
 from . import syntax as S
 from .limits import Limits, QueryError
 from .rangefuncs import RANGE_FUNCS
-from .values import Labels, Scal, StrVal, Vec, Win, dedupe, drop_names, fmt_time, fmt_value, get, memo
+from .values import Labels, Scal, StrVal, Vec, Win, dedupe, drop_names, fmt_time, fmt_value, get, memo, note_grown
 from .vectorops import aggregate, scalar_scalar, set_op, vector_scalar, vector_vector
 
 _MATH = {
@@ -131,8 +132,9 @@ class PromQLEngine:
         self.limits = limits or Limits()
         self.default_step_ms = int(round(default_step_s * 1000))
         self._compiled: OrderedDict[str, S.Node] = OrderedDict()
-        self._sel_cache: dict[tuple, tuple[int, list]] = {}
+        self._sel_cache: dict[tuple, tuple] = {}  # per (matchers, family): rows done, matching rows, label sets, sort keys
         self._sel_result: dict[tuple, tuple] = {}
+        self._rows_of: dict[int, tuple] = {}  # per family: (family, [(labels dict, label set, sort key)] per row)
         self.step_ms = int(round(store.step_s * 1000))
         self.t0_ms = int(round(store.t0_s * 1000))
 
@@ -320,7 +322,12 @@ class PromQLEngine:
 
     # ---------------------------------------------------------------- selectors
     def _select(self, sel: S.Sel, ctx: _Ctx):
-        """[(family, rows)] and the labels of the selected series, in store order."""
+        """[(family, rows)] and the labels of the selected series, in store order.
+
+        Work is per new row: each row's label set and sort key are made once per family (shared by
+        all selectors), and a one-family result that grew inserts its new rows into the previous
+        sorted order instead of sorting again.
+        """
         store = self.store
         fams = store.families(sel.name) if sel.name is not None else [f for n in store.names() for f in store.families(n)]
         key = tuple((m.name, m.op, m.value) for m in sel.matchers)
@@ -337,32 +344,42 @@ class PromQLEngine:
         per_fam = []
         for fam in fams:
             ck = (key, id(fam))
-            done, rows = self._sel_cache.get(ck, (0, []))
+            ent = self._sel_cache.get(ck)
+            if ent is None:
+                ent = (0, [], [], [])  # rows done, then matching rows, their label sets, their sort keys
             n = len(fam)
-            if done < n:
-                fresh = []
-                for r in range(done, n):
-                    d = fam.labels(r)
+            if ent[0] < n:
+                info = self._row_info(fam, n)
+                fr, fl, fk = [], [], []
+                for r in range(ent[0], n):
+                    d, lb, k = info[r]
                     if all(m.matches(d.get(m.name, "")) for m in sel.matchers):
-                        lb = tuple(sorted((k, v) for k, v in d.items() if v != ""))
-                        fresh.append((r, lb, _sort_key(lb)))
-                if fresh:
-                    rows = rows + fresh
+                        fr.append(r)
+                        fl.append(lb)
+                        fk.append(k)
+                if fr:
+                    ent = (n, ent[1] + fr, ent[2] + fl, ent[3] + fk)
                     grew = True
-                self._sel_cache[ck] = (n, rows)
-            per_fam.append((fam, rows))
+                else:
+                    ent = (n, ent[1], ent[2], ent[3])
+                self._sel_cache[ck] = ent
+            per_fam.append((fam, ent))
+        aux = None
         if prev is not None and not grew:
             # the families grew by series the selector does not match: the same result objects
-            parts, labels = prev[1], prev[2]
+            parts, labels, aux = prev[1], prev[2], prev[3]
+        elif prev is not None and prev[3] is not None and len(per_fam) == 1 and None not in per_fam[0][1][3][prev[3][0]:]:
+            parts, labels, aux = self._select_grow(per_fam[0], prev[3], prev[2])
         else:
             parts = []
             labels: list[Labels] = []
-            for fam, rows in per_fam:
+            for fam, (_, rows, lbs, _) in per_fam:
                 if rows:
-                    parts.append((fam, np.fromiter((r for r, _, _ in rows), dtype=np.intp, count=len(rows))))
-                    labels.extend(lb for _, lb, _ in rows)
+                    parts.append((fam, np.asarray(rows, dtype=np.intp)))
+                    labels.extend(lbs)
+            keys = [k for _, ent in per_fam for k in ent[3]]
+            order = None
             if len(parts) > 1 or any(len(r) > 1 for _, r in parts):
-                keys = [k for _, rows in per_fam for _, _, k in rows]
                 if None in keys:
                     order = sorted(range(len(labels)), key=labels.__getitem__)
                 else:
@@ -371,11 +388,54 @@ class PromQLEngine:
                     # Prometheus hands series to functions and aggregations sorted by labels
                     labels = [labels[i] for i in order]
                     parts = [("perm", np.asarray(order, dtype=np.intp), parts)]
-        self._sel_result[shape[0]] = (shape, parts, labels)
+            if len(per_fam) == 1 and None not in keys:
+                fam, ent = per_fam[0]
+                order = list(range(len(keys))) if order is None else order
+                aux = (len(keys), order, [keys[i] for i in order], np.asarray(ent[1], dtype=np.intp))
+        self._sel_result[shape[0]] = (shape, parts, labels, aux)
         ctx.series += len(labels)
         if ctx.series > self.limits.max_series:
             raise QueryError("too_expensive", f"query touches more than {self.limits.max_series} series")
         return parts, labels
+
+    def _row_info(self, fam, n: int) -> list:
+        """(labels dict, label set, sort key) of each row of a family, made once per row."""
+        ent = self._rows_of.get(id(fam))
+        if ent is None or ent[0] is not fam:
+            ent = self._rows_of[id(fam)] = (fam, [])
+        info = ent[1]
+        for r in range(len(info), n):
+            d = fam.labels(r)
+            lb = tuple(sorted((k, v) for k, v in d.items() if v != ""))
+            info.append((d, lb, _sort_key(lb)))
+        return info
+
+    @staticmethod
+    def _select_grow(fam_ent, aux, prev_labels):
+        """A one-family result with new matching rows: each new row inserted into the sorted order.
+
+        Inserting rows in row order after every equal key gives what the stable full sort gives."""
+        fam, (_, rows, lbs, keys) = fam_ent
+        m, order, skeys, arr = aux
+        order, skeys = list(order), list(skeys)
+        for i in range(m, len(keys)):
+            k = keys[i]
+            pos = bisect_right(skeys, k)
+            skeys.insert(pos, k)
+            order.insert(pos, i)
+        arr = np.concatenate([arr, np.asarray(rows[m:], dtype=np.intp)])
+        parts: list = [(fam, arr)]
+        if order == list(range(len(order))):
+            labels = list(lbs)
+            pos = list(range(m, len(keys)))
+        else:
+            labels = list(map(lbs.__getitem__, order))
+            perm = np.asarray(order, dtype=np.intp)
+            parts = [("perm", perm, parts)]
+            pos = np.flatnonzero(perm >= m).tolist()
+        # later label work (group keys, signatures, name drops...) redoes only the new rows
+        note_grown(labels, prev_labels, pos)
+        return parts, labels, (len(keys), order, skeys, arr)
 
     def _gather(self, parts, cols: np.ndarray) -> np.ndarray:
         n_ticks = self.store.n_ticks

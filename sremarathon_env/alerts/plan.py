@@ -39,7 +39,7 @@ from .engine import PromQLEngine, _bucket_quantile, _Ctx
 from .limits import QueryError
 from .rangefuncs import RANGE_FUNCS
 from .tape import CODES, KernelSpec, Tape, window_kernel
-from .values import Scal, Vec, Win, dedupe, drop_names, memo
+from .values import _NONE, Scal, Vec, Win, dedupe, drop_names, grown_from, has_dup, memo, memo_get, note_grown
 from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _elem, _groups, _pairs, _sig_index, _sigs
 
 #: range functions evaluated in batches (row-independent, no scalar parameter)
@@ -53,7 +53,7 @@ class _Mismatch(Exception):
 
 
 def _has_dup(labels: list) -> bool:
-    return memo(("hasdup",), (labels,), lambda: len(set(labels)) != len(labels))
+    return has_dup(labels)
 
 
 class _Env:
@@ -598,8 +598,8 @@ class PackPlan:
             if not child.labels:
                 return _Empty() if child.kind == "v" else self._generic(node, [(node.args[0], child)])
             dst, repl, src, rx = (a.val for a in node.args[1:])
-            out = memo(("label_replace", dst, repl, src, rx), (child.labels,),
-                       lambda: self._label_replace(child.labels, dst, repl, src, rx))
+            tag = ("label_replace", dst, repl, src, rx)
+            out = memo(tag, (child.labels,), lambda: self._label_replace(tag, child.labels, dst, repl, src, rx))
             if _has_dup(out):
                 return self._generic(node, [(node.args[0], child)])
             return self._reuse((node.key, id(child)), lambda: _Pass(child, out))
@@ -659,9 +659,26 @@ class PackPlan:
                     children.append((a, self._node(a)))
         return self._generic(node, children)
 
-    def _label_replace(self, labels, dst, repl, src, rx) -> list:
-        """``label_replace`` on each label set, cached per label set across builds."""
+    def _label_replace(self, tag, labels, dst, repl, src, rx) -> list:
+        """``label_replace`` on each label set, cached per label set across builds (for a list grown
+        from one already done: only the new label sets, the result recorded as grown likewise)."""
         rows = self._lr_rows.setdefault((dst, repl, src, rx), {})
+        g = grown_from(labels)
+        if g is not None:
+            prev = memo_get(tag, (g[0],))
+            if prev is not _NONE and len(prev) == len(g[0]):
+                new = [labels[p] for p in g[1]]
+                got = list(map(rows.get, new))
+                if None in got:
+                    missing = [lb for lb, o in zip(new, got) if o is None]
+                    for lb, o in zip(missing, self.promql._label_replace(missing, dst, repl, src, rx)):
+                        rows[lb] = o
+                    got = [rows[lb] for lb in new]
+                out = list(prev)
+                for p, o in zip(g[1], got):
+                    out.insert(p, o)
+                note_grown(out, prev, g[1])
+                return out
         out = list(map(rows.get, labels))
         if None in out:
             missing = [lb for lb, o in zip(labels, out) if o is None]
@@ -706,7 +723,7 @@ class PackPlan:
         many, one = (rhs, lhs) if swap else (lhs, rhs)
         one_vec = Vec(one.labels, None, None)  # type: ignore[arg-type]
         one_idx = _sig_index(one_vec, on, names)
-        if any(len(rows) > 1 for rows in one_idx.values()):
+        if len(one_idx) != len(one.labels):  # a signature with more than one row
             return None
         firsts = np.array([rows[0] for rows in one_idx.values()], dtype=np.intp)
         drop = node.op in ARITH_FUNCS or node.return_bool

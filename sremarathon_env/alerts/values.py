@@ -91,16 +91,95 @@ def per_label_set(tag: tuple) -> dict:
     return d
 
 
-def drop_names(labels: list[Labels]) -> list[Labels]:
+_NONE = object()
+
+
+def memo_get(tag: tuple, inputs: tuple[list, ...]):
+    """The memoised result for these inputs, or ``_NONE``."""
+    hit = _MEMO.get((tag, tuple(id(x) for x in inputs)))
+    if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):
+        return hit[1]
+    return _NONE
+
+
+#: label lists made from an earlier list by inserting items (a selector whose family gained series):
+#: id -> (the list, the earlier list, ascending positions of the inserted items in the list)
+_GROWN: dict[int, tuple] = {}
+
+
+def note_grown(new: list, old: list, pos: list[int]) -> None:
+    """Record that ``new`` is ``old`` with items inserted at positions ``pos`` (ascending) of ``new``."""
+    if len(_GROWN) > 20000:
+        _GROWN.clear()
+    hit = _GROWN.get(id(old))
+    if hit is not None and hit[0] is old:
+        del _GROWN[id(old)]  # no chains of earlier lists kept alive
+    _GROWN[id(new)] = (new, old, pos)
+
+
+def grown_from(labels: list) -> tuple[list, list[int]] | None:
+    """(earlier list, inserted positions) where ``labels`` was recorded as grown from an earlier list."""
+    hit = _GROWN.get(id(labels))
+    if hit is not None and hit[0] is labels:
+        return hit[1], hit[2]
+    return None
+
+
+def map_labels(memo_tag: tuple, tag: tuple, labels: list, fn) -> list:
+    """``[fn(lb) for lb in labels]`` through the per-label-set cache ``tag``.
+
+    Where ``labels`` grew from an earlier list whose result ``memo_tag`` holds, that result is
+    copied and only the inserted items are looked up (no hashing of the unchanged label sets); the
+    result is then recorded as grown from the earlier result, so the next elementwise step can do
+    the same.
+    """
+    cache = per_label_set(tag)
+    g = grown_from(labels)
+    if g is not None:
+        prev = memo_get(memo_tag, (g[0],))
+        if prev is not _NONE and len(prev) == len(g[0]):
+            out = list(prev)
+            for p in g[1]:
+                lb = labels[p]
+                v = cache.get(lb)
+                if v is None:
+                    v = cache[lb] = fn(lb)
+                out.insert(p, v)
+            note_grown(out, prev, g[1])
+            return out
+    out = list(map(cache.get, labels))
+    if None in out:
+        for i, lb in enumerate(labels):
+            if out[i] is None:
+                out[i] = cache[lb] = fn(lb)
+    return out
+
+
+def has_dup(labels: list) -> bool:
+    """Whether a label set occurs twice; a list grown from one without duplicates checks only its new items."""
     def build():
-        cache = per_label_set(("drop",))
-        out = list(map(cache.get, labels))
-        if None in out:
-            for i, lb in enumerate(labels):
-                if out[i] is None:
-                    out[i] = cache[lb] = drop_name(lb)
-        return out
-    return memo(("drop",), (labels,), build)
+        g = grown_from(labels)
+        if g is not None:
+            seen = memo_get(("labelset",), (g[0],))
+            if seen is not _NONE and seen is not None:
+                seen = set(seen)
+                for p in g[1]:
+                    lb = labels[p]
+                    if lb in seen:
+                        memo(("labelset",), (labels,), lambda: None)
+                        return True
+                    seen.add(lb)
+                memo(("labelset",), (labels,), lambda: seen)
+                return False
+        seen = set(labels)
+        dup = len(seen) != len(labels)
+        memo(("labelset",), (labels,), lambda: None if dup else seen)
+        return dup
+    return memo(("hasdup",), (labels,), build)
+
+
+def drop_names(labels: list[Labels]) -> list[Labels]:
+    return memo(("drop",), (labels,), lambda: map_labels(("drop",), ("drop",), labels, drop_name))
 
 
 def drop_name(lb: Labels) -> Labels:

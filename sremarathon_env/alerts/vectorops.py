@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .limits import QueryError
-from .values import Labels, Scal, Vec, dedupe, drop_names, get, memo, per_label_set
+from .values import Labels, Scal, Vec, dedupe, drop_names, get, map_labels, memo, per_label_set
 
 ARITH_FUNCS = {
     "+": np.add,
@@ -78,15 +78,8 @@ def vector_scalar(op: str, vec: Vec, sc: Scal, scalar_left: bool, return_bool: b
 
 
 def _sigs(labels: list[Labels], on, names) -> list[tuple]:
-    def build():
-        cache = per_label_set(("sig", on, names))
-        out = list(map(cache.get, labels))
-        if None in out:
-            for i, lb in enumerate(labels):
-                if out[i] is None:
-                    out[i] = cache[lb] = signature(lb, on, names)
-        return out
-    return memo(("sigs", on, names), (labels,), build)
+    return memo(("sigs", on, names), (labels,),
+                lambda: map_labels(("sigs", on, names), ("sig", on, names), labels, lambda lb: signature(lb, on, names)))
 
 
 def _sig_index(vec: Vec, on, names) -> dict[tuple, list[int]]:
@@ -223,17 +216,14 @@ def _groups(vec: Vec, without: bool, grouping: tuple[str, ...]):
 
 def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
     gset = set(grouping)
-    cache = per_label_set(("group", without, grouping))
-    labels = vec.labels
-    ks = list(map(cache.get, labels))
-    if None in ks:
-        for i, lb in enumerate(labels):
-            if ks[i] is None:
-                if without:
-                    k = tuple(x for x in lb if x[0] != "__name__" and x[0] not in gset)
-                else:
-                    k = tuple(x for x in lb if x[0] in gset)
-                ks[i] = cache[lb] = k
+    if without:
+        def key(lb):
+            return tuple(x for x in lb if x[0] != "__name__" and x[0] not in gset)
+    else:
+        def key(lb):
+            return tuple(x for x in lb if x[0] in gset)
+    tag = ("group", without, grouping)
+    ks = memo(("groupkeys", without, grouping), (vec.labels,), lambda: map_labels(("groupkeys", without, grouping), tag, vec.labels, key))
     # groups numbered in order of first appearance
     keys = dict.fromkeys(ks)
     index = {k: g for g, k in enumerate(keys)}

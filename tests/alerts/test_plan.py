@@ -94,3 +94,47 @@ def test_plan_batches_range_functions_and_handles_growth():
     names = [r.name for r in rules]
     ref = generic.evaluate(rules[names.index("ServiceErrorRateHigh")].node, times + 8 * 15000)
     assert out[names.index("ServiceErrorRateHigh")].labels == ref.labels
+
+
+def test_plan_growth_redoes_label_work_for_new_rows_only_with_identical_results():
+    """Series that appear between existing ones (pod churn): a long-lived plan extends its label work
+    (sorted order, name drops, group keys, signatures, label_replace, duplicate checks) by the new
+    rows only, and every result equals a plan built from scratch on the same store."""
+    from types import SimpleNamespace
+
+    from sremarathon_env.alerts.values import grown_from
+
+    store = MetricStore(step_s=15.0)
+    m = store.family("m_pod", ("pod", "svc", "phase"))
+    s = store.family("m_svc", ("svc",))
+    exprs = ['sum by (svc) (m_pod{phase="Running"})', 'max without (pod) (m_pod)', 'count(m_pod) by (phase)',
+             'm_pod{phase="Running"} * on (svc) group_left m_svc', 'm_pod / 2 > 1',
+             'label_replace(m_pod, "p2", "x-$1", "pod", "(.*)")', 'm_pod and on (pod) m_pod{phase="Running"}',
+             'sum by (svc) (label_replace(m_pod, "svc", "$1", "pod", "(.)-.*"))']
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{i}", node=eng.compile(e)) for i, e in enumerate(exprs)]
+    plan = PackPlan(eng, rules)
+    rng = np.random.default_rng(3)
+    store.write(s, s.rows([("a",), ("b",), ("c",)]), 0, np.array([1.0, 2.0, 3.0]))
+    pods = ["m-5", "b-2", "q-9"]
+    tick = 0
+    for step in range(6):
+        for pod in pods:
+            svc = pod[0] if pod[0] in "abc" else "c"
+            rows = m.rows([(pod, svc, "Running"), (pod, svc, "Pending")])
+            store.write(m, rows, tick, rng.integers(0, 5, size=2).astype(float))
+        tick += 1
+        times = np.arange(max(tick - 3, 0), tick, dtype=np.int64) * 15000
+        got = plan.evaluate(times)
+        fresh = PackPlan(PromQLEngine(store), rules).evaluate(times)
+        for e, a, b in zip(exprs, got, fresh):
+            assert a.labels == b.labels, e
+            assert np.array_equal(a.p, b.p), e
+            assert np.array_equal(np.where(a.p, a.v, 0.0), np.where(b.p, b.v, 0.0)), e
+        # new pods sort before, between and after the existing ones
+        pods = [f"{c}-{step}" for c in ("0", "b", "z")]
+    sel = eng.compile('m_pod{phase="Running"}')
+    labels = eng._select(sel, eng.new_context(np.zeros(1, dtype=np.int64), 15000))[1]
+    g = grown_from(labels)
+    assert g is not None and len(g[1]) == 3 and len(labels) == len(g[0]) + 3
+    assert [labels[p] for p in g[1]] == [lb for lb in labels if dict(lb)["pod"].endswith("-4")]
