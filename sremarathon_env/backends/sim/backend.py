@@ -321,16 +321,9 @@ class SimBackend:
                "reason": self.res.edge_reason, "rows": rows, "epoch": len(h.epochs) - 1, "after": []}
         self._deferred.append(run)
         if over[-1].any():
-            Tk = (k0 + Kc - 1) * self.tick_s
-            for j in np.flatnonzero(over[-1]):
-                pod = c.pods[int(sl[j])]
-                self.pod_ooms[pod.slot] = self.pod_ooms.get(pod.slot, 0) + 1
-                c.terminate(pod, Tk, "OOMKilled", 137, _oom_line(self.app.services[pod.svc].language, c.svc_names[pod.svc]))
-            c.reconcile_marked(Tk)
             k_last = k0 + Kc - 1
-            self._restarts = self._restart_counts()
-            run_now = c.p_running[sl] & c.p_active[sl]
-            restarts, mem_util = self._restarts, self._mem_util(mem[-1:], run_now, sl)[0]
+            mem_util = self._oom_kill(over[-1], sl, mem, k_last)
+            restarts = self._restarts
             h.add_epoch(self._snapshot(), from_tick=k_last)
             n_epoch = len(h.epochs) - 1
 
@@ -340,6 +333,20 @@ class SimBackend:
                 h.epoch_of[k_last] = n_epoch
             run["after"].append(fix)
         return [None] * Kc
+
+    def _oom_kill(self, over_last: np.ndarray, sl: np.ndarray, mem: np.ndarray, k_last: int) -> np.ndarray:
+        """OOM-kill the pods of ``sl`` flagged in ``over_last`` at tick ``k_last`` (the controllers react at
+        once, restarts are recounted) and return the services' memory use at that tick without them."""
+        c = self.cluster
+        Tk = k_last * self.tick_s
+        for j in np.flatnonzero(over_last):
+            pod = c.pods[int(sl[j])]
+            self.pod_ooms[pod.slot] = self.pod_ooms.get(pod.slot, 0) + 1
+            c.terminate(pod, Tk, "OOMKilled", 137, _oom_line(self.app.services[pod.svc].language, c.svc_names[pod.svc]))
+        c.reconcile_marked(Tk)
+        self._restarts = self._restart_counts()
+        run_now = c.p_running[sl] & c.p_active[sl]
+        return self._mem_util(mem[-1:], run_now, sl)[0]
 
     def _run_block(self, k0: int, K: int, dt: float) -> list[EntryEvidence]:
         """Ticks ``k0 .. k0+K-1`` under unchanged cluster state (cut short by an OOM kill)."""
@@ -407,18 +414,11 @@ class SimBackend:
         rows[:, 10:12] = into[:, 4:]
         self.history.record(k0, out, self.ready_count, self.res.edge_reason, self.inputs.e_app, rows)
         if over[-1].any():
-            Tk = (k0 + Kc - 1) * self.tick_s
-            for j in np.flatnonzero(over[-1]):
-                pod = c.pods[int(sl[j])]
-                self.pod_ooms[pod.slot] = self.pod_ooms.get(pod.slot, 0) + 1
-                c.terminate(pod, Tk, "OOMKilled", 137, _oom_line(self.app.services[pod.svc].language, c.svc_names[pod.svc]))
-            c.reconcile_marked(Tk)
             # the killed containers no longer run at this tick's reads; restarts and placement changed
             k_last = k0 + Kc - 1
-            self._restarts = self._restart_counts()
+            mem_util = self._oom_kill(over[-1], sl, mem, k_last)
             self.history.svc[SVC_FIELDS.index("restarts"), k_last] = self._restarts
-            run_now = c.p_running[sl] & c.p_active[sl]
-            self.history.svc[SVC_FIELDS.index("mem_util"), k_last] = self._mem_util(mem[-1:], run_now, sl)[0]
+            self.history.svc[SVC_FIELDS.index("mem_util"), k_last] = mem_util
             self.history.add_epoch(self._snapshot(), from_tick=k_last)
         req = out.path_req_rate * dt
         total = req.sum(axis=1)
