@@ -663,29 +663,26 @@ class PackPlan:
         """``label_replace`` on each label set, cached per label set across builds (for a list grown
         from one already done: only the new label sets, the result recorded as grown likewise)."""
         rows = self._lr_rows.setdefault((dst, repl, src, rx), {})
+
+        def lookup(sets: list) -> list:   # cached results, computing only the misses
+            got = list(map(rows.get, sets))
+            if None in got:
+                missing = [lb for lb, o in zip(sets, got) if o is None]
+                for lb, o in zip(missing, self.promql._label_replace(missing, dst, repl, src, rx)):
+                    rows[lb] = o
+                got = [rows[lb] for lb in sets]
+            return got
+
         g = grown_from(labels)
         if g is not None:
             prev = memo_get(tag, (g[0],))
             if prev is not _NONE and len(prev) == len(g[0]):
-                new = [labels[p] for p in g[1]]
-                got = list(map(rows.get, new))
-                if None in got:
-                    missing = [lb for lb, o in zip(new, got) if o is None]
-                    for lb, o in zip(missing, self.promql._label_replace(missing, dst, repl, src, rx)):
-                        rows[lb] = o
-                    got = [rows[lb] for lb in new]
                 out = list(prev)
-                for p, o in zip(g[1], got):
+                for p, o in zip(g[1], lookup([labels[p] for p in g[1]])):
                     out.insert(p, o)
                 note_grown(out, prev, g[1])
                 return out
-        out = list(map(rows.get, labels))
-        if None in out:
-            missing = [lb for lb, o in zip(labels, out) if o is None]
-            for lb, o in zip(missing, self.promql._label_replace(missing, dst, repl, src, rx)):
-                rows[lb] = o
-            out = [rows[lb] for lb in labels]
-        return out
+        return lookup(labels)
 
     def _generic(self, node: S.Node, children: list[tuple[S.Node, _Node]]) -> _Node:
         ctx = self._dummy
