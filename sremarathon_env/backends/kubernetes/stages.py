@@ -176,49 +176,32 @@ def _pod_conditions(ready: bool) -> str:
 """
 
 
-_POD_READY = _POD_HEAD + _pod_conditions(True) + """containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
+def _running_statuses(ready: bool, restart_count: str = "0") -> str:
+    """``containerStatuses`` with every container running (``ready`` or not) and ``phase: Running``;
+    ``restart_count`` is the template expression of each container's restartCount."""
+    return f"""containerStatuses:
+{{{{ range .spec.containers }}}}
+- image: {{{{ .image | Quote }}}}
+  name: {{{{ .name | Quote }}}}
+  ready: {str(ready).lower()}
   started: true
-  restartCount: 0
+  restartCount: {restart_count}
   state:
     running:
-      startedAt: {{ $now | Quote }}
-{{ end }}
+      startedAt: {{{{ $now | Quote }}}}
+{{{{ end }}}}
 phase: Running
 """
 
+
+_POD_READY = _POD_HEAD + _pod_conditions(True) + _running_statuses(True)
+
+# a healed pod keeps the restart count it had
 _POD_HEALED = _POD_HEAD + _pod_conditions(True) + """{{ $rc := 0 }}
 {{ range .status.containerStatuses }}{{ $rc = .restartCount }}{{ end }}
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
-  started: true
-  restartCount: {{ $rc }}
-  state:
-    running:
-      startedAt: {{ $now | Quote }}
-{{ end }}
-phase: Running
-"""
+""" + _running_statuses(True, "{{ $rc }}")
 
-_POD_UNREADY = _POD_HEAD + _pod_conditions(False) + """containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  started: true
-  restartCount: 0
-  state:
-    running:
-      startedAt: {{ $now | Quote }}
-{{ end }}
-phase: Running
-"""
+_POD_UNREADY = _POD_HEAD + _pod_conditions(False) + _running_statuses(False)
 
 # restartCount grows by one per application; the stage matches its own output again after its delay
 _POD_CRASH = _POD_HEAD + _pod_conditions(False) + """{{ $rc := 0 }}
