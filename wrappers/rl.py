@@ -69,6 +69,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from sremarathon_env.tools.alertview import AlertView
 from sremarathon_env.tools.policy import services_in_labels
 from wrappers.cluster_view import ClusterView, reverse_diff
 
@@ -217,7 +218,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         """fingerprints of firing alerts per service, and the full active alert dicts."""
         m = self.env.unwrapped.marathon
         per: dict[str, list[str]] = {}
-        active = m.alert_engine.active()
+        active = _active_alerts(m.alert_engine)
         for a in active:
             if a["state"] != "firing":
                 continue
@@ -404,7 +405,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         per_fam: dict[str, np.ndarray] = {}
         firing: dict[str, list[str]] = {}
         fam_of = self._fam_of
-        for a in m.alert_engine.active():
+        for a in _active_alerts(m.alert_engine):
             f = fam_of.get(a["alertname"])
             if f is None:
                 f = fam_of[a["alertname"]] = family_of(a["alertname"])
@@ -490,6 +491,13 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         np.clip(x, -1.0, 1.0, out=x)
         self._last_mask = mask
         return {"observations": x, "action_mask": mask.copy()}
+
+
+def _active_alerts(engine) -> list[dict]:
+    """The engine's active alerts (`AlertEngine.active` order and contents); shared read-only dicts from its
+    incremental `AlertView` when it has a change log."""
+    view = AlertView.of(engine)
+    return view.active() if view is not None else engine.active()
 
 
 def _clip(v: float) -> float:

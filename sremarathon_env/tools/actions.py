@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from sremarathon_env.tools import specs as S
 from sremarathon_env.tools.policy import service_of_pod
-from sremarathon_env.tools.reads import _g, alert_history, require_service
+from sremarathon_env.tools.reads import _g, known_fingerprints, require_service
 from sremarathon_env.tools.results import ToolFailure
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def _check_services(ctx: "ToolContext", services: list[str] | None) -> None:
 def _check_fingerprints(ctx: "ToolContext", fps: list[str] | None) -> None:
     if not fps:
         return
-    known = {str(a.get("fingerprint")) for a in alert_history(ctx)}
+    known = known_fingerprints(ctx)
     unknown = [f for f in fps if f not in known]
     if unknown:
         raise ToolFailure("not_found", f"no alert with fingerprint(s) {', '.join(unknown[:10])} in the alert history",

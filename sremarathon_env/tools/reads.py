@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sremarathon_env.pipeline.diff import safe_relpath
 from sremarathon_env.tools import specs as S
+from sremarathon_env.tools.alertview import AlertView
 from sremarathon_env.tools.policy import services_in_labels
 from sremarathon_env.tools.results import ToolFailure
 from sremarathon_env.tools.workspace import WorkspaceError
@@ -70,6 +71,23 @@ def alert_history(ctx: "ToolContext") -> list[dict[str, Any]]:
     return [alert_dict(a) for a in ctx.alerts.history()]
 
 
+def alert_entries(ctx: "ToolContext") -> list[dict[str, Any]]:
+    """`alert_history`'s alerts without copying: SHARED dicts, read-only (from the engine's `AlertView`
+    when it has one)."""
+    if ctx.alerts is None:
+        return []
+    view = AlertView.of(ctx.alerts)
+    return view.history() if view is not None else alert_history(ctx)
+
+
+def known_fingerprints(ctx: "ToolContext") -> set[str]:
+    """Fingerprints of every alert of the history (read-only)."""
+    view = AlertView.of(ctx.alerts)
+    if view is not None:
+        return view.fingerprints()
+    return {str(a.get("fingerprint")) for a in alert_history(ctx)}
+
+
 def _times(a: dict[str, Any]) -> list[float]:
     out = []
     for k, v in a.items():
@@ -80,7 +98,7 @@ def _times(a: dict[str, Any]) -> list[float]:
 
 
 def get_alerts(ctx: "ToolContext", a: S.GetAlerts) -> dict:
-    hist = alert_history(ctx)
+    hist = alert_entries(ctx)
     out = []
     for al in hist:
         labels = al.get("labels") or {}
@@ -97,7 +115,7 @@ def get_alerts(ctx: "ToolContext", a: S.GetAlerts) -> dict:
             if not still_active and not any(t >= a.since_s for t in _times(al)):
                 continue
         out.append(al)
-    shown = out[-a.limit:]
+    shown = [alert_dict(al) for al in out[-a.limit:]]
     return {"alerts": shown, "count": len(shown), "matched": len(out), "total_in_history": len(hist)}
 
 

@@ -243,8 +243,9 @@ class ToolRuntime:
                 targets = actions.TARGETS[name_s](ctx, args)
             except ToolFailure as f:
                 return fail(f.type, f.message, f.details, a=args, cited=cited, decision="allowed")
-            labels = [a.get("labels") or {} for a in reads.alert_history(ctx)
-                      if str(a.get("fingerprint")) in set(inc.alert_fingerprints)] if inc.alert_fingerprints else []
+            cited_fps = set(inc.alert_fingerprints)
+            labels = [a.get("labels") or {} for a in reads.alert_entries(ctx)
+                      if str(a.get("fingerprint")) in cited_fps] if cited_fps else []
             scope = affected_services(ctx.app, inc.culprit_services, labels)
             if not set(targets) & set(scope) and not _node_in_scope(ctx, name_s, args, inc, labels):
                 policy = PolicyInfo(decision="out_of_scope",
