@@ -113,8 +113,9 @@ class MetricWriter:
         self._flow_layout = -1
         # state families: one constant run per family, re-derived for the objects that changed
         self._runs: dict[str, tuple[Family, int, int, np.ndarray, int]] = {}   # (family, rows r0:r1, values, start)
-        self._objects: dict[tuple, tuple[tuple, list]] = {}   # object -> (signature, [(family, row, value)])
-        self._cur: dict[str, dict[int, float]] = {}          # family -> row -> current value
+        self._objects: dict[tuple, tuple[tuple, dict]] = {}   # object -> (signature, {(family, row): value})
+        #: family -> [current value per row (NaN: no live series), live mask per row]
+        self._cur: dict[str, list[np.ndarray]] = {}
         self._fams: dict[str, Family] = {}
         self._prev_eff = np.zeros(0, dtype=bool)
         self._prev_no_ep = None
@@ -263,8 +264,9 @@ class MetricWriter:
         # `touched`); its pods' changes are in dirty_svc, its Service's endpoints in no_ep
         touched = c.touched
         c.touched = set()
-        all_deps = self._prev_no_ep is None or not np.array_equal(no_ep, self._prev_no_ep)
-        self._prev_no_ep = no_ep.copy()
+        no_ep_b = no_ep.tobytes()
+        all_deps = self._prev_no_ep != no_ep_b
+        self._prev_no_ep = no_ep_b
         for dep in c.deployments.values():
             key = ("dep", dep.name)
             old = self._objects.get(key)
@@ -284,18 +286,17 @@ class MetricWriter:
             used = sim.quota_used()
             self._update(("quota",), tuple(sorted(used.items())), lambda: self._quota_series(used), dirty)
         for name in sorted(dirty):
-            fam = self.store.family(name, self._labels(name))
+            fam = self._fams[name]
             old = self._runs.get(name)
             if old is not None and tick > old[4] and old[2] > old[1]:
                 fam._data[old[1]:old[2], old[4]:tick] = old[3][:, None]
-            cur = self._cur[name]
-            rows = np.fromiter(cur.keys(), dtype=np.intp, count=len(cur))
+            vals, live = self._cur[name]
+            rows = np.flatnonzero(live)
             if len(rows):
                 # the run as one block of rows: rows without a live series in it are NaN, as the
                 # store's unwritten cells are (a slice write instead of a scatter)
-                r0, r1 = int(rows.min()), int(rows.max()) + 1
-                dense = np.full(r1 - r0, np.nan)
-                dense[rows - r0] = np.fromiter(cur.values(), dtype=float, count=len(cur))
+                r0, r1 = int(rows[0]), int(rows[-1]) + 1
+                dense = vals[r0:r1].copy()
             else:
                 r0 = r1 = 0
                 dense = np.zeros(0)
@@ -305,8 +306,11 @@ class MetricWriter:
         old = self._objects.pop(key, None)
         if old is None:
             return False
-        for name, row, _ in old[1]:
-            del self._cur[name][row]
+        cur = self._cur
+        for (name, row) in old[1]:
+            vals, live = cur[name]
+            vals[row] = np.nan
+            live[row] = False
             dirty.add(name)
         return True
 
@@ -316,23 +320,45 @@ class MetricWriter:
         old = self._objects.get(key)
         if old is not None and old[0] == sig:
             return False
-        before = {} if old is None else {(name, row): value for name, row, value in old[1]}
-        entries = []
+        before = {} if old is None else old[1].copy()
+        entries = {}
+        fams = self._fams
+        cur = self._cur
         for name, lv, value in series():
-            fam = self._fams.get(name)
+            fam = fams.get(name)
             if fam is None:
-                fam = self._fams[name] = self.store.family(name, self._labels(name))
-            row = fam.row(lv)
-            entries.append((name, row, value))
+                fam = fams[name] = self.store.family(name, self._labels(name))
+            row = fam._index.get(lv)
+            if row is None:
+                row = fam.row(lv)
+            entries[(name, row)] = value
             prev = before.pop((name, row), None)
             if prev is None or prev != value:
-                self._cur.setdefault(name, {})[row] = value
+                vl = cur.get(name)
+                if vl is None or row >= len(vl[0]):
+                    vl = self._grow_cur(name, row)
+                vl[0][row] = value
+                vl[1][row] = True
                 dirty.add(name)
         for (name, row) in before:   # series the object no longer has
-            del self._cur[name][row]
+            vals, live = cur[name]
+            vals[row] = np.nan
+            live[row] = False
             dirty.add(name)
         self._objects[key] = (sig, entries)
         return True
+
+    def _grow_cur(self, name: str, row: int) -> list[np.ndarray]:
+        """The value/live arrays of family ``name``, grown to hold ``row``."""
+        vl = self._cur.get(name)
+        n = max(64, 2 * (row + 1))
+        vals = np.full(n, np.nan)
+        live = np.zeros(n, dtype=bool)
+        if vl is not None:
+            vals[: len(vl[0])] = vl[0]
+            live[: len(vl[1])] = vl[1]
+        vl = self._cur[name] = [vals, live]
+        return vl
 
     @staticmethod
     def _labels(name: str) -> tuple[str, ...]:
