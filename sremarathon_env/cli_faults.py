@@ -1,9 +1,10 @@
-"""CLI: ``sremarathon faults list|validate`` and ``sremarathon schedule``.
+"""CLI: ``sremarathon faults list|validate|detect`` and ``sremarathon schedule``.
 
 Examples::
 
     sremarathon faults list --app online-boutique [--category code] [--json]
     sremarathon faults validate [--app online-boutique] [--category network] [--limit N]
+    sremarathon faults detect [--app online-boutique] [--category config] [--limit N]
     sremarathon schedule --app online-boutique --seed 3 [--no-noise] [--json]
     sremarathon schedule --app train-ticket --stats --seeds 0-19
 
@@ -98,6 +99,45 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_detect(args: argparse.Namespace) -> int:
+    """Each fault alone in a healthy twin with the rule pack: the first alert the scorer attributes to it."""
+    from collections import defaultdict
+
+    from rich.table import Table
+
+    from faults.catalogue import load_catalogue
+    from faults.detect import LIMIT_S, detect
+
+    con = _console()
+    found = []
+    for app in _apps(args.app):
+        fs = [f for f in load_catalogue(app) if not args.category or f.category == args.category]
+        if args.limit:
+            fs = fs[: args.limit]
+        found.extend(detect(app, fs, seed=args.seed))
+    agg: dict[tuple[str, str], list] = defaultdict(list)
+    for d in found:
+        agg[(d.app, d.category)].append(d)
+    t = Table(title=f"detectability (an attributable alert within {LIMIT_S:.0f} s of injection)")
+    for c in ("app", "category", "detectable", "total", "median s", "silent"):
+        t.add_column(c)
+    for (app, cat), ds in sorted(agg.items()):
+        ok = sum(d.ok for d in ds)
+        times = sorted(d.detect_s for d in ds if d.detect_s is not None)
+        med = f"{times[len(times) // 2]:.0f}" if times else "-"
+        t.add_row(app, cat, str(ok), str(len(ds)), med, str(sum(d.silent for d in ds)),
+                  style=None if ok == len(ds) else "red")
+    con.print(t)
+    bad = [d for d in found if not d.ok]
+    for d in bad[: args.show]:
+        why = d.detail or f"first attributable alert {d.alertname} on {d.service} after {d.detect_s:.0f} s"
+        con.print(f"[red]LATE[/red] {d.fault_id}: {why}")
+    if len(bad) > args.show:
+        con.print(f"... and {len(bad) - args.show} more")
+    con.print(f"{len(found) - len(bad)}/{len(found)} detectable")
+    return 1 if bad else 0
+
+
 def cmd_schedule(args: argparse.Namespace) -> int:
     from faults.orchestrator import PAPER_TARGETS, build_schedule, calibration
 
@@ -160,6 +200,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pv.add_argument("--seed", type=int, default=0)
     pv.add_argument("--show", type=int, default=40, help="failures to print")
     pv.set_defaults(func=cmd_validate)
+
+    pd = fs.add_parser("detect", help="inject every fault alone with the rule pack: does an attributable alert fire?")
+    pd.add_argument("--app", default=None)
+    pd.add_argument("--category", choices=CATEGORIES)
+    pd.add_argument("--limit", type=int, default=0, help="only the first N faults per app")
+    pd.add_argument("--seed", type=int, default=0)
+    pd.add_argument("--show", type=int, default=40, help="late or undetected faults to print")
+    pd.set_defaults(func=cmd_detect)
 
     ps = sub.add_parser("schedule", help="print a marathon schedule and its digest, or calibration figures")
     ps.add_argument("--app", default=None)
