@@ -214,23 +214,22 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, reward, term, trunc, info
 
     # -- actions ------------------------------------------------------------------------------------
-    def _firing(self) -> tuple[dict[str, list[str]], list[dict]]:
-        """fingerprints of firing alerts per service, and the full active alert dicts."""
+    def _firing(self) -> tuple[dict[str, list[str]], list[tuple]]:
+        """fingerprints of firing alerts per service, and the active alerts (`_active_alerts` tuples)."""
         m = self.env.unwrapped.marathon
         per: dict[str, list[str]] = {}
         active = _active_alerts(m.alert_engine)
-        for a in active:
-            if a["state"] != "firing":
+        for name, fp, state, _, labels in active:
+            if state != "firing":
                 continue
-            for s in self._services_of(a):
-                per.setdefault(s, []).append(a["fingerprint"])
+            for s in self._services_of(fp, labels):
+                per.setdefault(s, []).append(fp)
         return per, active
 
-    def _services_of(self, a: dict) -> list[str]:
-        fp = a["fingerprint"]
+    def _services_of(self, fp: str, labels: dict) -> list[str]:
         hit = self._svc_of_fp.get(fp)
         if hit is None:
-            hit = self._svc_of_fp[fp] = services_in_labels(self.app, a.get("labels") or {})
+            hit = self._svc_of_fp[fp] = services_in_labels(self.app, labels or {})
         return hit
 
     def calls_for(self, a: int) -> tuple[list[dict], dict, dict | None] | None:
@@ -405,16 +404,16 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         per_fam: dict[str, np.ndarray] = {}
         firing: dict[str, list[str]] = {}
         fam_of = self._fam_of
-        for a in _active_alerts(m.alert_engine):
-            f = fam_of.get(a["alertname"])
+        for name, fp, state, active_at, labels in _active_alerts(m.alert_engine):
+            f = fam_of.get(name)
             if f is None:
-                f = fam_of[a["alertname"]] = family_of(a["alertname"])
-            val = 1.0 if a["state"] == "firing" else 0.5
-            age = min(max(now - float(a.get("active_at") or now), 0.0) / 3600.0, 1.0)
-            svcs = self._services_of(a)
-            if a["state"] == "firing":
+                f = fam_of[name] = family_of(name)
+            val = 1.0 if state == "firing" else 0.5
+            age = min(max(now - float(active_at or now), 0.0) / 3600.0, 1.0)
+            svcs = self._services_of(fp, labels)
+            if state == "firing":
                 for s in svcs:
-                    firing.setdefault(s, []).append(a["fingerprint"])
+                    firing.setdefault(s, []).append(fp)
             targets = [per_fam.setdefault(s, np.zeros(2 * N_FAM, dtype=np.float32)) for s in svcs] or [x[g0:g0 + 2 * N_FAM]]
             for arr in targets:
                 arr[f] = max(arr[f], val)
@@ -493,11 +492,14 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return {"observations": x, "action_mask": mask.copy()}
 
 
-def _active_alerts(engine) -> list[dict]:
-    """The engine's active alerts (`AlertEngine.active` order and contents); shared read-only dicts from its
-    incremental `AlertView` when it has a change log."""
+def _active_alerts(engine) -> list[tuple[str, str, str, float, dict]]:
+    """(alertname, fingerprint, state, active_at, labels) of the engine's active alerts, in `AlertEngine.active`
+    order: from its incremental `AlertView` when it has a change log (labels shared, read-only)."""
     view = AlertView.of(engine)
-    return view.active() if view is not None else engine.active()
+    if view is not None:
+        return view.active_brief()
+    return [(a["alertname"], a["fingerprint"], a["state"], a.get("active_at"), a.get("labels") or {})
+            for a in engine.active()]
 
 
 def _clip(v: float) -> float:

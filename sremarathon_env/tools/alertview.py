@@ -31,11 +31,12 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-_ACTIVE = ("pending", "firing")
-
-
 class AlertView:
-    """Shared dicts of an engine's alerts, kept up to date from its change log (see the module docstring)."""
+    """Shared dicts of an engine's alerts, kept up to date from its change log (see the module docstring).
+
+    With the engine's ``changed_alerts_since`` (live alert objects) the view builds an alert's dict only when
+    `history` is read, so readers of `active_brief` and `fingerprints` never render annotations; otherwise it
+    follows ``changes_since`` (the dicts)."""
 
     _views: "weakref.WeakKeyDictionary[Any, AlertView]" = weakref.WeakKeyDictionary()
 
@@ -54,62 +55,109 @@ class AlertView:
 
     def __init__(self, engine: Any):
         self.engine = engine
+        self._objects = getattr(engine, "changed_alerts_since", None)
         self._pos = 0
-        self._dicts: dict[Any, dict] = {}
-        self._active: dict[Any, dict] = {}
+        self._src: dict[Any, Any] = {}            # key -> alert object, or its shared dict
+        self._active: dict[Any, Any] = {}         # the same, of the alerts now pending or firing
         self._active_order: list | None = []      # keys of `_active` by (alertname, fingerprint)
         self._active_list: list[dict] | None = []
+        self._brief: list[tuple] | None = []
         self._history: list[dict] | None = []
-        self._history_n = 0
         self._fps: set[str] = set()
 
     def sync(self) -> None:
         """Take the changes the engine logged since the last read."""
-        pos, changes = self.engine.changes_since(self._pos)
+        if self._objects is not None:
+            pos, changes = self._objects(self._pos)
+        else:
+            pos, changes = self.engine.changes_since(self._pos)
         if pos == self._pos:
             return
         self._pos = pos
-        dicts, active = self._dicts, self._active
-        for k, d in changes:
-            if k not in dicts:
-                self._fps.add(str(d["fingerprint"]))
-            dicts[k] = d
-            if d["state"] in _ACTIVE:
+        src, active, objects = self._src, self._active, self._objects is not None
+        for k, x in changes:
+            if objects:
+                fp, state = x.fingerprint, x.state
+            else:
+                fp, state = x["fingerprint"], x["state"]
+            if k not in src:
+                self._fps.add(str(fp))
+            src[k] = x
+            if state == "pending" or state == "firing":
                 if k not in active:
                     self._active_order = None
-                active[k] = d
+                active[k] = x
             elif k in active:
                 del active[k]
                 self._active_order = None
-        self._active_list = None
-        self._history = None
+        self._active_list = self._brief = self._history = None
 
-    # -- reads (shared dicts, read-only) ----------------------------------------------------------
+    def _dict(self, x: Any) -> dict:
+        return x.shared_dict() if self._objects is not None else x
+
+    # -- reads (shared, read-only) ----------------------------------------------------------------
     def history(self) -> list[dict]:
         """Every alert of the cumulative history, in `AlertEngine.history` order (same contents)."""
         self.sync()
-        keys = self.engine.history_keys()
-        if self._history is None or self._history_n != len(keys):
-            d = self._dicts
-            self._history = [d[k] for k in keys]
-            self._history_n = len(keys)
+        if self._history is None:
+            src, d = self._src, self._dict
+            self._history = [d(src[k]) for k in self.engine.history_keys()]
         return self._history
+
+    def _order(self) -> list | None:
+        """Keys of the active alerts in `AlertEngine.active` order; None when two share a sort key (their order
+        is the engine's activation order, which the log does not give)."""
+        if self._active_order is None:
+            act = self._active
+            if self._objects is not None:
+                sk = {k: (a.labels["alertname"], a.fingerprint) for k, a in act.items()}
+            else:
+                sk = {k: (d["alertname"], d["fingerprint"]) for k, d in act.items()}
+            order = sorted(act, key=sk.__getitem__)
+            if any(sk[a] == sk[b] for a, b in zip(order, order[1:])):
+                return None
+            self._active_order = order
+        return self._active_order
 
     def active(self) -> list[dict]:
         """Alerts now pending or firing, in `AlertEngine.active` order (by alertname, fingerprint)."""
         self.sync()
         if self._active_list is None:
-            if self._active_order is None:
-                act = self._active
-                order = sorted(act, key=lambda k: (act[k]["alertname"], act[k]["fingerprint"]))
-                if any((act[a]["alertname"], act[a]["fingerprint"]) == (act[b]["alertname"], act[b]["fingerprint"])
-                       for a, b in zip(order, order[1:])):
-                    # equal sort keys keep the engine's activation order, which the log does not give
-                    return [d for d in self.engine.active()]
-                self._active_order = order
-            act = self._active
-            self._active_list = [act[k] for k in self._active_order]
+            order = self._order()
+            if order is None:
+                return self.engine.active()
+            act, d = self._active, self._dict
+            self._active_list = [d(act[k]) for k in order]
         return self._active_list
+
+    def active_brief(self) -> list[tuple[str, str, str, float, dict]]:
+        """(alertname, fingerprint, state, active_at, labels) of `active`'s alerts, in its order, without
+        building their dicts (labels: the alert's label dict, read-only)."""
+        self.sync()
+        if self._brief is None:
+            order = self._order()
+            if order is None:
+                return [(d["alertname"], d["fingerprint"], d["state"], d["active_at"], d["labels"])
+                        for d in self.engine.active()]
+            act = self._active
+            if self._objects is not None:
+                self._brief = [(a.labels["alertname"], a.fingerprint, a.state, a.active_at_ms / 1000, a.labels)
+                               for a in map(act.__getitem__, order)]
+            else:
+                self._brief = [(d["alertname"], d["fingerprint"], d["state"], d["active_at"], d["labels"])
+                               for d in map(act.__getitem__, order)]
+        return self._brief
+
+    def labels_of(self, fingerprints: set[str]) -> list[dict]:
+        """Labels of the history's alerts whose fingerprint is in ``fingerprints``, in `history` order, without
+        building their dicts (read-only; key order may differ from the dict's sorted labels)."""
+        self.sync()
+        src = self._src
+        if self._objects is not None:
+            found = (src[k] for k in self.engine.history_keys() if str(src[k].fingerprint) in fingerprints)
+            return [a.labels or {} for a in found]
+        found = (src[k] for k in self.engine.history_keys() if str(src[k]["fingerprint"]) in fingerprints)
+        return [d.get("labels") or {} for d in found]
 
     def fingerprints(self) -> set[str]:
         """Fingerprints of every alert of the history (SHARED set, read-only)."""

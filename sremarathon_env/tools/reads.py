@@ -80,6 +80,14 @@ def alert_entries(ctx: "ToolContext") -> list[dict[str, Any]]:
     return view.history() if view is not None else alert_history(ctx)
 
 
+def alert_labels(ctx: "ToolContext", fingerprints: set[str]) -> list[dict[str, Any]]:
+    """Labels of the history's alerts with one of ``fingerprints``, in history order (read-only)."""
+    view = AlertView.of(ctx.alerts)
+    if view is not None:
+        return view.labels_of(fingerprints)
+    return [a.get("labels") or {} for a in alert_history(ctx) if str(a.get("fingerprint")) in fingerprints]
+
+
 def known_fingerprints(ctx: "ToolContext") -> set[str]:
     """Fingerprints of every alert of the history (read-only)."""
     view = AlertView.of(ctx.alerts)

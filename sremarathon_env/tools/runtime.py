@@ -244,8 +244,7 @@ class ToolRuntime:
             except ToolFailure as f:
                 return fail(f.type, f.message, f.details, a=args, cited=cited, decision="allowed")
             cited_fps = set(inc.alert_fingerprints)
-            labels = [a.get("labels") or {} for a in reads.alert_entries(ctx)
-                      if str(a.get("fingerprint")) in cited_fps] if cited_fps else []
+            labels = reads.alert_labels(ctx, cited_fps) if cited_fps else []
             scope = affected_services(ctx.app, inc.culprit_services, labels)
             if not set(targets) & set(scope) and not _node_in_scope(ctx, name_s, args, inc, labels):
                 policy = PolicyInfo(decision="out_of_scope",

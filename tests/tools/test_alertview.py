@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 import sremarathon_env  # noqa: F401
 from sremarathon_env.registration import IDS
@@ -15,23 +16,43 @@ from tool_doubles import ALERTS, OB, History, Recorder
 from wrappers.rl import RLView
 
 
-def test_view_equals_engine_rebuilds_through_a_marathon():
+def _objects_log(eng):
+    """The engine's change log with live alert objects (``changed_alerts_since``), where the engine lacks it."""
+    def changed_alerts_since(pos):
+        log = eng._changelog
+        return len(log), [(k, eng._history[k]) for k in dict.fromkeys(log[pos:])]
+    return changed_alerts_since
+
+
+@pytest.mark.parametrize("objects", [False, True], ids=["dicts", "objects"])
+def test_view_equals_engine_rebuilds_through_a_marathon(objects):
     env = RLView(gym.make(IDS["online-boutique"], injection_s=1800, observation_s=240, reference_run=False))
     obs, _ = env.reset(seed=5)
     eng = env.unwrapped.marathon.alert_engine
+    if objects and not hasattr(eng, "changed_alerts_since"):
+        eng.changed_alerts_since = _objects_log(eng)
+        AlertView._views.pop(eng, None)  # the reset's observation made a view without it
     view = AlertView.of(eng)
-    assert view is AlertView.of(eng)
+    assert view is AlertView.of(eng) and (view._objects is not None) == objects
     rng = np.random.default_rng(1)
-    states, resolved_seen, k = set(), False, 0
+    states, k = set(), 0
     while True:
         if k % 3:  # sometimes several invocations pass between reads
+            if k % 2:  # the brief first (object mode: no dict built before it)
+                brief = view.active_brief()
             hist = eng.history()
+            act = eng.active()
             assert view.history() == hist
             assert view.history() is view.history()  # no change in between: the same list
-            assert view.active() == eng.active()
+            assert view.active() == act
+            assert view.active_brief() == [(a["alertname"], a["fingerprint"], a["state"], a["active_at"], a["labels"])
+                                           for a in act]
+            if k % 2:
+                assert brief == view.active_brief()
             assert view.fingerprints() == {d["fingerprint"] for d in hist}
+            some = {d["fingerprint"] for d in hist[k % 2::2]} | {"no-such-fp"}
+            assert view.labels_of(some) == [d["labels"] for d in hist if d["fingerprint"] in some]
             states.update(d["state"] for d in hist)
-            resolved_seen |= any(d["state"] == "resolved" and d["episodes"] > 0 for d in hist)
         a = int(rng.choice(np.flatnonzero(obs["action_mask"])))
         obs, _, _, trunc, _ = env.step(a)
         k += 1
