@@ -130,6 +130,8 @@ class SimBackend:
         self._now = 0.0
         self._effects_dirty = True
         self._deferred: list[dict] | None = None   # tick runs whose traffic waits for `end_deferred`
+        self._blk: tuple | None = None             # per-slot constants of the current flow slots
+        self._has_burn = self._has_hog = self._has_leak = False
         self.cluster.run_until(0.0)
         self._refresh(0.0, 0)
         # tick 0 stands for the hour the app has already run: its counters carry that hour's totals
@@ -283,14 +285,13 @@ class SimBackend:
         task_rate = self._task_rates(k0, K)
         _, svc_rate, edge_rate = self.tm.rates(task_rate)
         sl = self.writer.flow_slots_now()
-        svc = c.p_svc[sl]
+        lay = self._layout_arrays(sl)
+        svc = lay[1]
         ready = self.pod_ready_eff[sl]
         running = c.p_running[sl] & c.p_active[sl]
         per_pod_rate = np.where(ready, svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
-        T = (k0 + np.arange(K))[:, None] * self.tick_s
-        leak = self.pod_leak_rate[sl] * np.maximum(T - np.fmax(c.p_started[sl], self.pod_leak_since[sl]), 0.0) / 60.0
-        mem = running * (m.mem_base_mi[svc] + m.mem_per_rps_mi[svc] * per_pod_rate + self.pod_hog[sl] + leak)
-        over = running & (mem > c.p_mem_lim[sl])
+        mem = running * self._mem_mi(k0, K, sl, lay, per_pod_rate)
+        over = running & (mem > lay[5])
         cut = K
         if over.any():
             cut = int(np.flatnonzero(over.any(axis=1))[0]) + 1
@@ -334,6 +335,33 @@ class SimBackend:
             run["after"].append(fix)
         return [None] * Kc
 
+    def _layout_arrays(self, sl: np.ndarray) -> tuple:
+        """Per-slot constants of the pod slots ``sl`` (the writer's flow slots; a new array whenever
+        pods are created or deleted): (sl, service, base MiB, MiB per call/s, CPU ms per call, memory
+        limit, has a CPU limit, CPU limit or 1)."""
+        hit = self._blk
+        if hit is None or hit[0] is not sl:
+            c = self.cluster
+            m = self.m
+            svc = c.p_svc[sl]
+            lim = c.p_cpu_lim[sl]
+            has_lim = ~np.isnan(lim)
+            hit = self._blk = (sl, svc, m.mem_base_mi[svc], m.mem_per_rps_mi[svc], m.cpu_ms_per_call[svc],
+                               c.p_mem_lim[sl], has_lim, np.where(has_lim, lim, 1.0))
+        return hit
+
+    def _mem_mi(self, k0: int, K: int, sl: np.ndarray, lay: tuple, per_pod_rate: np.ndarray) -> np.ndarray:
+        """(K, len(sl)) working set of each pod if running: base + per call/s x rate + hog + leak (a zero
+        hog or leak term is left out: adding +0.0 to the positive base changes no float)."""
+        x = lay[2] + lay[3] * per_pod_rate
+        if self._has_hog:
+            x = x + self.pod_hog[sl]
+        if self._has_leak:
+            c = self.cluster
+            T = (k0 + np.arange(K))[:, None] * self.tick_s
+            x = x + self.pod_leak_rate[sl] * np.maximum(T - np.fmax(c.p_started[sl], self.pod_leak_since[sl]), 0.0) / 60.0
+        return x
+
     def _oom_kill(self, over_last: np.ndarray, sl: np.ndarray, mem: np.ndarray, k_last: int) -> np.ndarray:
         """OOM-kill the pods of ``sl`` flagged in ``over_last`` at tick ``k_last`` (the controllers react at
         once, restarts are recounted) and return the services' memory use at that tick without them."""
@@ -357,14 +385,13 @@ class SimBackend:
         self.store.set_n_ticks(k0 + K)
         out = self.tm.step(self._task_rates(k0, K), self.inputs)
         sl = self.writer.flow_slots_now()
-        svc = c.p_svc[sl]
+        lay = self._layout_arrays(sl)
+        svc = lay[1]
         ready = self.pod_ready_eff[sl]
         running = c.p_running[sl] & c.p_active[sl]
         per_pod_rate = np.where(ready, out.svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
-        T = (k0 + np.arange(K))[:, None] * self.tick_s
-        leak = self.pod_leak_rate[sl] * np.maximum(T - np.fmax(c.p_started[sl], self.pod_leak_since[sl]), 0.0) / 60.0
-        mem = running * (m.mem_base_mi[svc] + m.mem_per_rps_mi[svc] * per_pod_rate + self.pod_hog[sl] + leak)
-        over = running & (mem > c.p_mem_lim[sl])
+        mem = running * self._mem_mi(k0, K, sl, lay, per_pod_rate)
+        over = running & (mem > lay[5])
         cut = K
         if over.any():
             cut = int(np.flatnonzero(over.any(axis=1))[0]) + 1
@@ -374,16 +401,17 @@ class SimBackend:
         Kc = cut
         self.pod_mem[sl] = mem[-1]
         if self.metrics:   # cAdvisor CPU counters: only the metric writer reads them
-            demand = running * (IDLE_CPU_CORES + per_pod_rate * m.cpu_ms_per_call[svc] * 1e-3 + self.pod_burn[sl])
-            lim = c.p_cpu_lim[sl]
-            has_lim = ~np.isnan(lim)
-            lim_f = np.where(has_lim, lim, 1.0)
+            x = IDLE_CPU_CORES + per_pod_rate * lay[4] * 1e-3
+            if self._has_burn:   # adding a zero burn changes no float (x > 0)
+                x = x + self.pod_burn[sl]
+            demand = running * x
+            has_lim, lim_f = lay[6], lay[7]
             usage = np.where(has_lim, np.minimum(demand, lim_f), demand)
             util = demand / lim_f
-            thr_frac = np.clip((util - 0.6) / 0.6, 0.0, 1.0) * has_lim
+            thr_frac = np.minimum(np.maximum((util - 0.6) / 0.6, 0.0), 1.0) * has_lim
             periods = running * (dt / CFS_PERIOD_S)
             cpu = seqsum(self.cpu_cum[sl], usage * dt)
-            per = seqsum(self.periods_cum[sl], np.broadcast_to(periods, (Kc, len(sl))))
+            per = seqsum(self.periods_cum[sl], periods[None] if Kc == 1 else np.broadcast_to(periods, (Kc, len(sl))))
             thr = seqsum(self.throttled_cum[sl], periods * thr_frac)
             self.cpu_cum[sl], self.periods_cum[sl], self.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
             self.pod_util[sl] = util[-1]
@@ -473,6 +501,9 @@ class SimBackend:
             for s, (rate, since) in res.pod_leak.items():
                 self.pod_leak_rate[s] = rate
                 self.pod_leak_since[s] = since
+            self._has_burn = bool(res.pod_burn)
+            self._has_hog = bool(res.pod_hog)
+            self._has_leak = bool(res.pod_leak)
             nr = np.zeros(cap, dtype=bool)
             for s in res.pod_not_ready:
                 nr[s] = True

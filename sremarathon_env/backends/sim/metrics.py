@@ -164,8 +164,14 @@ class MetricWriter:
         uh_e = uh[me]
         app = out.edge_app[:, me]
         reached = out.edge_reached[:, me]
-        inc = np.stack([rate - out.edge_fail[:, me], unreach * uh_e, unreach * (1.0 - uh_e), out.edge_timeout[:, me],
-                        app, reached - app, app], axis=2)
+        inc = np.empty((K, nm, len(CODE_COLS)))   # the 7 code columns written in place (np.stack's floats)
+        np.subtract(rate, out.edge_fail[:, me], out=inc[..., 0])
+        np.multiply(unreach, uh_e, out=inc[..., 1])
+        np.multiply(unreach, 1.0 - uh_e, out=inc[..., 2])
+        inc[..., 3] = out.edge_timeout[:, me]
+        inc[..., 4] = app
+        np.subtract(reached, app, out=inc[..., 5])
+        inc[..., 6] = app
         np.maximum(inc, 0.0, out=inc)
         inc *= dt
         cum = seqsum(self.req_cum, inc)
@@ -177,11 +183,18 @@ class MetricWriter:
             self._rebuild_req()
         self.req._data[self.req_rows, cols] = cum.reshape(K, -1)[:, self.req_flat].T
         # duration histograms (source view: every call incl. network; destination: calls that arrived)
-        lat = np.stack([out.edge_lat_src[:, me], out.edge_lat_dst[:, me]], axis=2)          # (K, nm, 2)
+        lat = np.empty((K, nm, 2))
+        lat[..., 0] = out.edge_lat_src[:, me]
+        lat[..., 1] = out.edge_lat_dst[:, me]
         sig = np.repeat(out.edge_sigma[:, me], 2, axis=1).reshape(K, nm, 2)
-        n = np.stack([rate, reached], axis=2) * (dt * self.src_mask)                          # (K, nm, 2)
+        n = np.empty((K, nm, 2))
+        n[..., 0] = rate
+        n[..., 1] = reached
+        n *= dt * self.src_mask
         cdf = bucket_cdf(lat.reshape(-1), sig.reshape(-1)).reshape(K, nm, 2, -1)
-        h_inc = np.concatenate([cdf * n[..., None], n[..., None]], axis=3)
+        h_inc = np.empty(cdf.shape[:3] + (cdf.shape[3] + 1,))
+        np.multiply(cdf, n[..., None], out=h_inc[..., :-1])
+        h_inc[..., -1] = n
         h = seqsum(self.h_cum, h_inc)
         self.h_cum = h[-1]
         hs = seqsum(self.h_sum_cum, n * lat)
@@ -194,7 +207,10 @@ class MetricWriter:
         # load generator
         req = out.path_req_rate * dt
         failed = req * out.path_fail
-        lg = seqsum(self.lg_cum, np.stack([req - failed, failed], axis=2))
+        lg_inc = np.empty(req.shape + (2,))
+        np.subtract(req, failed, out=lg_inc[..., 0])
+        lg_inc[..., 1] = failed
+        lg = seqsum(self.lg_cum, lg_inc)
         self.lg_cum = lg[-1]
         sl = seqsum(self.lg_slow_cum, req * out.path_slow * (1.0 - out.path_fail))
         self.lg_slow_cum = sl[-1]
