@@ -401,7 +401,10 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         j = 8 + 4 * MAX_INCIDENT_SLOTS
         g0 = j
         j += 2 * N_FAM
-        per_fam: dict[str, np.ndarray] = {}
+        # family state/age per service (or global), as float64 maxima: float32 rounding is monotonic, so rounding
+        # the maximum once equals taking the maximum of rounded values
+        per_fam: dict[str, list[float]] = {}
+        glob = [0.0] * (2 * N_FAM)
         firing: dict[str, list[str]] = {}
         fam_of = self._fam_of
         for name, fp, state, active_at, labels in _active_alerts(m.alert_engine):
@@ -413,11 +416,18 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             svcs = self._services_of(fp, labels)
             if state == "firing":
                 for s in svcs:
-                    firing.setdefault(s, []).append(fp)
-            targets = [per_fam.setdefault(s, np.zeros(2 * N_FAM, dtype=np.float32)) for s in svcs] or [x[g0:g0 + 2 * N_FAM]]
-            for arr in targets:
-                arr[f] = max(arr[f], val)
-                arr[N_FAM + f] = max(arr[N_FAM + f], age)
+                    fs = firing.get(s)
+                    if fs is None:
+                        firing[s] = [fp]
+                    else:
+                        fs.append(fp)
+            fa = f + N_FAM
+            for arr in ([per_fam.get(s) or per_fam.setdefault(s, [0.0] * (2 * N_FAM)) for s in svcs] or (glob,)):
+                if val > arr[f]:
+                    arr[f] = val
+                if age > arr[fa]:
+                    arr[fa] = age
+        x[g0:g0 + 2 * N_FAM] = glob
         # flags
         base = 1 + MAX_SERVICES * len(SERVICE_KINDS)
         for i, fl in enumerate(self.flags):
@@ -447,15 +457,15 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         rows = np.zeros((n_svc, 14), dtype=np.float64)
         backend = m.backend
         bulk = getattr(backend, "services_health", None)   # optional bulk read: one array for every service
-        health = bulk(self.services, HEALTH_FIELDS) if bulk is not None else None
+        health = bulk(self.services, HEALTH_FIELDS).tolist() if bulk is not None else None
+        x[GLOBAL_FEATURES + SVC_FEATURES * np.arange(n_svc)] = 1.0
         for si, s in enumerate(self.services):
             o = GLOBAL_FEATURES + si * SVC_FEATURES
-            x[o] = 1.0
             fam = per_fam.get(s)
             if fam is not None:
                 x[o + 1:o + 1 + 2 * N_FAM] = fam
             if health is not None:
-                h = dict(zip(HEALTH_FIELDS, health[si].tolist()))
+                h = dict(zip(HEALTH_FIELDS, health[si]))
             else:
                 h = backend.service_health(s) or {}
             desired = float(h.get("desired", 0.0))
