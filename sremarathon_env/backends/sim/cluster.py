@@ -211,6 +211,7 @@ class Cluster:
         self.p_mem_req = np.zeros(cap)
         self.p_restarts = np.zeros(cap)
         self.p_rs = np.zeros(cap, dtype=np.intp)
+        self.p_bound = np.zeros(cap, dtype=bool)       # bound to a node (pod.node >= 0)
         self.rs_by_id: list[ReplicaSet] = []
 
     # ------------------------------------------------------------------ bootstrap
@@ -273,7 +274,7 @@ class Cluster:
     def _grow(self) -> None:
         n = len(self.p_svc) * 2
         for attr in ("p_svc", "p_node", "p_active", "p_running", "p_ready", "p_lost", "p_started", "p_cpu_lim",
-                     "p_mem_lim", "p_cpu_req", "p_mem_req", "p_restarts", "p_rs"):
+                     "p_mem_lim", "p_cpu_req", "p_mem_req", "p_restarts", "p_rs", "p_bound"):
             a = getattr(self, attr)
             b = np.zeros(n, dtype=a.dtype)
             b[: len(a)] = a
@@ -312,6 +313,7 @@ class Cluster:
     def _sync(self, pod: Pod) -> None:
         s = pod.slot
         self.p_node[s] = max(pod.node, 0)
+        self.p_bound[s] = pod.node >= 0
         self.p_running[s] = pod.cstate == "running"
         self.p_ready[s] = pod.ready
         self.p_lost[s] = pod.node_lost
@@ -359,10 +361,7 @@ class Cluster:
         need_cpu = (res.get("cpu_request_m") or res.get("cpu_limit_m") or 0) / 1000.0
         need_mem = float(res.get("mem_request_mi") or res.get("mem_limit_mi") or 0)
         n_all = len(self.pods)
-        act = self.p_active[:n_all].copy()     # deleted pods are inactive; unbound ones do not count
-        for slot in np.flatnonzero(act).tolist():
-            if self.pods[slot].node < 0:
-                act[slot] = False
+        act = self.p_active[:n_all] & self.p_bound[:n_all]   # deleted pods are inactive; unbound ones do not count
         if pod.slot < n_all:
             act[pod.slot] = False      # the pod being placed does not count against itself
         nodes_of = self.p_node[:n_all]

@@ -111,6 +111,7 @@ class MetricWriter:
         self.flow_slots = np.zeros(0, dtype=np.intp)
         self.flow_rows = np.zeros(0, dtype=np.intp)
         self._flow_layout = -1
+        self._slot_row = np.zeros(0, dtype=np.intp)   # cAdvisor row per pod slot (-1: none yet)
         # state families: one constant run per family, re-derived for the objects that changed
         self._runs: dict[str, tuple[Family, int, int, np.ndarray, int]] = {}   # (family, rows r0:r1, values, start)
         self._objects: dict[tuple, tuple[tuple, dict]] = {}   # object -> (signature, {(family, row): value})
@@ -235,17 +236,22 @@ class MetricWriter:
         if self._flow_layout == c.layout_version:
             return
         self._flow_layout = c.layout_version
-        slots, rows = [], []
-        for p in c.pods:
-            if p.deleted or p.node < 0:
-                continue
+        n = len(c.pods)
+        slots = np.flatnonzero(c.p_active[:n] & c.p_bound[:n])   # scheduled, not deleted, in slot order
+        # a pod's cAdvisor rows are fixed once it is bound (its node never changes): made on first sight
+        if len(self._slot_row) < n:
+            grown = np.full(max(64, 2 * n), -1, dtype=np.intp)
+            grown[: len(self._slot_row)] = self._slot_row
+            self._slot_row = grown
+        rows = self._slot_row[slots]
+        for j in np.flatnonzero(rows < 0).tolist():
+            p = c.pods[int(slots[j])]
             lv = (self.ns, p.name, c.svc_names[p.svc], c.nodes[p.node].name)
             for fam in (self.cpu, self.periods, self.throttled, self.mem):
                 row = fam.row(lv)
-            slots.append(p.slot)
-            rows.append(row)
-        self.flow_slots = np.array(slots, dtype=np.intp)
-        self.flow_rows = np.array(rows, dtype=np.intp)
+            self._slot_row[p.slot] = rows[j] = row
+        self.flow_slots = slots
+        self.flow_rows = rows
 
     # ------------------------------------------------------------------ state families
     def refresh_state(self, tick: int) -> None:
@@ -486,7 +492,8 @@ class SlotsOnly:
         c = self.sim.cluster
         if self._flow_layout != c.layout_version:
             self._flow_layout = c.layout_version
-            self.flow_slots = np.array([p.slot for p in c.pods if not p.deleted and p.node >= 0], dtype=np.intp)
+            n = len(c.pods)
+            self.flow_slots = np.flatnonzero(c.p_active[:n] & c.p_bound[:n])   # scheduled, not deleted
         return self.flow_slots
 
     def write_flows(self, *args, **kwargs) -> None:
