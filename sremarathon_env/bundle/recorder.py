@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 from pydantic import BaseModel, ConfigDict
 
 from .canonical import GENESIS, CanonicalError, dumps, record_line, sha256_hex
-from .schema import FORMAT, KINDS, validate_data
+from .schema import FORMAT, KINDS, dump_plain, validate_data
 
 RECORDS_FILE = "records.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -146,7 +146,12 @@ class Recorder:
             raise BundleError(f"t must be a number, got {t!r}", seq=seq) from None
         if not t >= self.final_t:  # also refuses NaN
             raise BundleError(f"time goes backwards: {kind} at t={t} after t={self.final_t}", seq=seq)
-        if self.validate or isinstance(data, BaseModel):
+        plain = dump_plain(kind, data) if self.validate else None
+        if plain is not None:  # plain data of the model's exact types: what the model would dump
+            if plain["t"] != t:
+                raise BundleError(f"{kind} record: data t={plain['t']} differs from record t={t}", seq=seq)
+            data = plain
+        elif self.validate or isinstance(data, BaseModel):
             try:
                 model = validate_data(kind, data)
             except ValueError as e:

@@ -240,3 +240,90 @@ def validate_data(kind: str, data: Any) -> _Rec:
     if isinstance(data, BaseModel):
         raise ValueError(f"record kind {kind!r} needs {model.__name__}, got {type(data).__name__}")
     return model.model_validate(data)
+
+
+# -- the plain-data fast path of the two hot kinds ------------------------------------------------
+_ALERT_STATES = frozenset(("pending", "firing", "resolved"))
+_ALERT_REQUIRED = frozenset(("t", "alertname", "labels", "fingerprint", "state"))
+_ALERT_KEYS = _ALERT_REQUIRED | {"severity"}
+_ENTRY_KEYS = frozenset(("total", "failed", "slow", "degraded"))
+_PROBE_KEYS = frozenset(("active", "probe_ok", "artifact_ok"))
+_EVENT_KINDS = frozenset(("injected", "reverted", "ended_repaired", "noise_start", "noise_end"))
+_EVENT_KEYS = frozenset(("instance_id", "event", "detail", "aliases"))
+_TICK_KEYS = frozenset(("t", "entry", "faults", "events"))
+
+
+def _plain_alert(d: dict) -> dict | None:
+    keys = d.keys()
+    if not (_ALERT_REQUIRED <= keys <= _ALERT_KEYS):
+        return None
+    t, name, labels, fp, state = d["t"], d["alertname"], d["labels"], d["fingerprint"], d["state"]
+    sev = d.get("severity")
+    if (type(t) is not float or type(name) is not str or type(labels) is not dict or type(fp) is not str
+            or type(state) is not str or state not in _ALERT_STATES or (sev is not None and type(sev) is not str)):
+        return None
+    for k, v in labels.items():
+        if type(k) is not str or type(v) is not str:
+            return None
+    return {"t": t, "alertname": name, "labels": dict(labels), "fingerprint": fp, "state": state, "severity": sev}
+
+
+def _plain_tick(d: dict) -> dict | None:
+    keys = d.keys()
+    if not ({"t", "entry"} <= keys <= _TICK_KEYS):
+        return None
+    t, e = d["t"], d["entry"]
+    if type(t) is not float or type(e) is not dict or e.keys() != _ENTRY_KEYS:
+        return None
+    entry = {"total": e["total"], "failed": e["failed"], "slow": e["slow"], "degraded": e["degraded"]}
+    for v in entry.values():
+        if type(v) is not float:
+            return None
+    faults_in = d.get("faults", {})
+    if type(faults_in) is not dict:
+        return None
+    faults = {}
+    for k, p in faults_in.items():
+        if type(k) is not str or type(p) is not dict or p.keys() != _PROBE_KEYS:
+            return None
+        a, ok, art = p["active"], p["probe_ok"], p["artifact_ok"]
+        if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
+            return None
+        faults[k] = {"active": a, "probe_ok": ok, "artifact_ok": art}
+    events_in = d.get("events", [])
+    if type(events_in) is not list:
+        return None
+    events = []
+    for ev in events_in:
+        if type(ev) is not dict or not ({"instance_id", "event"} <= ev.keys() <= _EVENT_KEYS):
+            return None
+        iid, kind, detail, aliases = ev["instance_id"], ev["event"], ev.get("detail", ""), ev.get("aliases", [])
+        if (type(iid) is not str or type(kind) is not str or kind not in _EVENT_KINDS or type(detail) is not str
+                or type(aliases) is not list):
+            return None
+        for a in aliases:
+            if type(a) is not str:
+                return None
+        events.append({"instance_id": iid, "event": kind, "detail": detail, "aliases": list(aliases)})
+    return {"t": t, "entry": entry, "faults": faults, "events": events}
+
+
+_PLAIN = {"alert": _plain_alert, "tick": _plain_tick}
+
+
+def dump_plain(kind: str, data: Any) -> dict | None:
+    """``validate_data(kind, data).model_dump(mode="json")`` for the hot kinds (``alert``, ``tick``) when ``data``
+    is plain data of exactly the model's types (dicts, lists, str, float, bool: nothing to coerce), built without
+    pydantic (fresh containers, the same key order); None for anything else, which then takes the model's path
+    (it coerces or reports what is wrong).
+
+    >>> dump_plain("alert", {"t": 30.0, "alertname": "X", "labels": {}, "fingerprint": "f", "state": "firing"})
+    {'t': 30.0, 'alertname': 'X', 'labels': {}, 'fingerprint': 'f', 'state': 'firing', 'severity': None}
+    >>> dump_plain("alert", {"t": 30, "alertname": "X", "labels": {}, "fingerprint": "f", "state": "firing"}) is None
+    True
+    """
+    fn = _PLAIN.get(kind)
+    if fn is None or type(data) is not dict:
+        return None
+    return fn(data)
+

@@ -1,0 +1,154 @@
+"""The recorder's plain-data path for alert and tick records gives exactly what the pydantic models dump (same
+values, same key order, same canonical line), and leaves everything it cannot vouch for to the models."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sremarathon_env.bundle import Recorder
+from sremarathon_env.bundle.canonical import CanonicalError, dumps
+from sremarathon_env.bundle.schema import dump_plain, validate_data
+
+text = st.text(max_size=8)
+num = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.booleans(), text, st.none())
+exact_float = st.floats(allow_nan=True, allow_infinity=True)
+
+
+def _maybe(d: dict, extra) -> dict:
+    """Sometimes drop a key or add an unknown one."""
+    d = dict(d)
+    if extra == "drop" and d:
+        d.pop(sorted(d)[0])
+    elif extra == "add":
+        d["unexpected"] = 1
+    return d
+
+
+mods = st.sampled_from([None] * 30 + ["drop", "add"])
+
+
+def mostly(valid, invalid=num):
+    """``valid`` about 19 times in 20, else ``invalid``."""
+    return st.integers(0, 19).flatmap(lambda i: invalid if i == 0 else valid)
+
+
+s_text = mostly(text)
+f_num = mostly(exact_float)
+b_num = mostly(st.booleans(), st.one_of(st.integers(0, 1), st.none()))
+alerts = st.builds(
+    lambda t, name, labels, fp, state, sev, m: _maybe(
+        {"t": t, "alertname": name, "labels": labels, "fingerprint": fp, "state": state,
+         **({} if sev == "absent" else {"severity": sev})}, m),
+    f_num, s_text, st.dictionaries(text, s_text, max_size=3),
+    s_text, mostly(st.sampled_from(["pending", "firing", "resolved"]), st.sampled_from(["inactive", 1])),
+    st.sampled_from(["absent", None, "warning", "warning", 3]), mods)
+probe = st.builds(lambda a, b, c, m: _maybe({"active": a, "probe_ok": b, "artifact_ok": c}, m),
+                  b_num, b_num, b_num, mods)
+event = st.builds(
+    lambda iid, ev, detail, aliases, m: _maybe(
+        {"instance_id": iid, "event": ev, **({} if detail is None else {"detail": detail}),
+         **({} if aliases is None else {"aliases": aliases})}, m),
+    s_text, mostly(st.sampled_from(["injected", "reverted", "ended_repaired", "noise_start", "noise_end"]),
+                   st.sampled_from(["other", 1])),
+    st.one_of(st.none(), s_text), st.one_of(st.none(), mostly(st.lists(s_text, max_size=2), st.tuples(text))), mods)
+ticks = st.builds(
+    lambda t, entry, faults, events, m: _maybe({"t": t, "entry": entry, **faults, **events}, m),
+    f_num,
+    st.builds(lambda a, b, c, d, m: _maybe({"total": a, "failed": b, "slow": c, "degraded": d}, m),
+              f_num, f_num, f_num, f_num, mods),
+    st.one_of(st.just({}), st.builds(lambda f: {"faults": f}, st.dictionaries(text, probe, max_size=3))),
+    st.one_of(st.just({}), st.builds(lambda e: {"events": e}, st.lists(event, max_size=3))), mods)
+
+
+def _same(a, b) -> bool:
+    """Equal values (NaN equal to NaN) in the same key order, recursively."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return type(a) is type(b) and a == b
+
+
+def _check(kind: str, data: dict) -> bool:
+    """True when the plain path took the record."""
+    snapshot = json.dumps(data, sort_keys=True, default=repr)
+    plain = dump_plain(kind, data)
+    try:
+        model = validate_data(kind, data).model_dump(mode="json")
+    except ValueError:
+        assert plain is None, f"the model refuses what the plain path took: {data!r}"
+        return False
+    assert json.dumps(data, sort_keys=True, default=repr) == snapshot  # the input is not changed
+    if plain is None:
+        return False
+    assert _same(plain, model), (plain, model)
+    try:
+        line = dumps(model)
+    except CanonicalError:
+        line = None
+    if line is not None:
+        assert dumps(plain) == line
+    # fresh containers: changing the input afterwards does not reach the dump
+    assert all(plain[k] is not data[k] for k in plain if isinstance(plain[k], (dict, list)) and k in data)
+    return True
+
+
+@settings(max_examples=400, deadline=None)
+@given(alerts)
+def test_alert_plain_dump_equals_model(data):
+    _check("alert", data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ticks)
+def test_tick_plain_dump_equals_model(data):
+    _check("tick", data)
+
+
+def test_plain_path_is_taken_for_run_loop_shapes_and_refuses_coercions():
+    alert = {"t": 30.0, "alertname": "HighErrorRate", "labels": {"service": "cart", "alertname": "HighErrorRate"},
+             "fingerprint": "ab12", "state": "firing", "severity": "warning"}
+    tick = {"t": 15.0, "entry": {"total": 3.5, "failed": 0.0, "slow": 1e-9, "degraded": 0.0},
+            "faults": {"F001": {"active": True, "probe_ok": False, "artifact_ok": True}},
+            "events": [{"instance_id": "F001", "event": "injected", "detail": "x", "aliases": ["abc"]},
+                       {"instance_id": "F001", "event": "reverted"}]}
+    assert _check("alert", alert) and _check("tick", tick)
+    assert dump_plain("tick", {**tick, "t": 15}) is None                     # an int the model makes a float
+    assert dump_plain("tick", {**tick, "events": tuple(tick["events"])}) is None
+    assert dump_plain("alert", {**alert, "state": "inactive"}) is None
+    assert dump_plain("incident", {"t": 1.0}) is None
+
+
+def test_recorder_bytes_equal_with_and_without_the_plain_path(monkeypatch):
+    import sremarathon_env.bundle.recorder as R
+
+    recs = [("alert", 30.0, {"t": 30.0, "alertname": "X", "labels": {"pod": "caf\u00e9-1"}, "fingerprint": "f",
+                              "state": "pending"}),
+            ("tick", 30.0, {"t": 30.0, "entry": {"total": 1.0, "failed": 0.5, "slow": 0.0, "degraded": -0.0}}),
+            ("alert", 45.0, {"t": 45, "alertname": "X", "labels": {}, "fingerprint": "f", "state": "firing"})]
+
+    def chain() -> list[tuple[str, dict]]:
+        rec = Recorder(None)
+        for kind, t, data in recs:
+            rec.append(kind, t, data)
+        rec.seal()
+        return [(r.hash, r.data) for r in rec.records]
+
+    fast = chain()
+    for path in ("plain", "model"):
+        try:
+            Recorder(None).append("alert", 30.0, {**recs[0][2], "t": 31.0})
+        except R.BundleError as e:
+            assert "data t=31.0 differs from record t=30.0" in str(e)
+        else:
+            raise AssertionError("a data t other than the record's was accepted")
+        monkeypatch.setattr(R, "dump_plain", lambda kind, data: None)
+    monkeypatch.setattr(R, "dump_plain", lambda kind, data: None)
+    slow = chain()
+    assert fast == slow and all(_same(a[1], b[1]) for a, b in zip(fast, slow))
