@@ -31,7 +31,7 @@ from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, ma
 from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
 from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly
 from sremarathon_env.backends.sim.model import CompiledApp
-from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, _Groups, stack_inputs, take, window
+from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, _Groups, stack_inputs, take
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum
 from sremarathon_env.telemetry.store import MetricStore
 
@@ -250,22 +250,28 @@ class SimBackend:
         into = self._svc_in(np.stack([out.edge_rate, out.edge_fail, out.edge_rate * out.edge_lat_src,
                                       out.edge_rate * out.edge_sigma, out.edge_own_fail,
                                       out.edge_rate * out.edge_own_lat], axis=1))
-        evidence: list[EntryEvidence] = []
-        a = 0
+        # the runs are consecutive ticks: the traffic fields are recorded for all of them at once, then
+        # each run's own cluster state (ready endpoints, reasons, app errors, epoch) over its ticks
+        rows = np.concatenate([r["rows"] for r in runs], axis=0) if len(runs) > 1 else runs[0]["rows"]
+        rows[:, :4] = into[:, :4]
+        rows[:, 4] = out.svc_rho
+        rows[:, 10:12] = into[:, 4:]
+        h = self.history
+        first = runs[0]
+        h.record(first["k0"], out, first["ready"], first["reason"], first["inputs"].e_app, rows, epoch=first["epoch"])
+        k1 = first["k0"] + first["K"]
+        for r in runs[1:]:
+            if r["k0"] != k1:   # pragma: no cover - advance_to runs the ticks in order
+                raise RuntimeError(f"deferred runs not consecutive: tick {r['k0']} after {k1}")
+            k0, k1 = k1, k1 + r["K"]
+            h.ready[k0:k1] = r["ready"]
+            h.reason[k0:k1] = r["reason"]
+            h.node[6, k0:k1] = r["inputs"].e_app
+            h.epoch_of[k0:k1] = r["epoch"]
         for r in runs:
-            k0, K = r["k0"], r["K"]
-            b = a + K
-            rows = r["rows"]
-            rows[:, :4] = into[a:b, :4]
-            rows[:, 4] = out.svc_rho[a:b]
-            rows[:, 10:12] = into[a:b, 4:]
-            o = window(out, a, b)
-            self.history.record(k0, o, r["ready"], r["reason"], r["inputs"].e_app, rows, epoch=r["epoch"])
             for fix in r["after"]:
                 fix()
-            evidence.extend(self._evidence(k0, o))
-            a = b
-        return evidence
+        return self._evidence(first["k0"], out)
 
     def _evidence(self, k0: int, out) -> list[EntryEvidence]:
         dt = self.tick_s
@@ -1216,8 +1222,10 @@ class SimBackend:
             (ready if self.pod_ready_eff[p.slot] else not_ready).append(p)
         return ready, not_ready
 
-    def deployment_conditions(self, dep: Deployment) -> dict[str, tuple[str, str, str]]:
-        avail = sum(1 for p in dep.live_pods() if self.pod_ready_eff[p.slot])
+    def deployment_conditions(self, dep: Deployment, avail: int | None = None) -> dict[str, tuple[str, str, str]]:
+        """``avail``: the Deployment's live pods that serve, when the caller has counted them."""
+        if avail is None:
+            avail = sum(1 for p in dep.live_pods() if self.pod_ready_eff[p.slot])
         _, unavail = rolling_params(dep.replicas)
         available = avail >= dep.replicas - unavail
         a = ("True", "MinimumReplicasAvailable", "Deployment has minimum availability.") if available else \

@@ -313,11 +313,11 @@ class MetricWriter:
             if old is not None and tick > old[4] and old[2] > old[1]:
                 fam._data[old[1]:old[2], old[4]:tick] = old[3][:, None]
             vals, live = self._cur[name]
-            rows = np.flatnonzero(live)
-            if len(rows):
+            r0 = int(live.argmax())   # first and last live row (two C calls)
+            if live[r0]:
                 # the run as one block of rows: rows without a live series in it are NaN, as the
                 # store's unwritten cells are (a slice write instead of a scatter)
-                r0, r1 = int(rows[0]), int(rows[-1]) + 1
+                r1 = len(live) - int(live[::-1].argmax())
                 dense = vals[r0:r1].copy()
             else:
                 r0 = r1 = 0
@@ -440,13 +440,14 @@ class MetricWriter:
         ready_eff = sim.pod_ready_eff
         d = dep.name
         live = dep.live_pods()
-        avail = sum(1 for p in live if ready_eff[p.slot])
+        ready_of = [bool(ready_eff[p.slot]) for p in live]
+        avail = sum(ready_of)
         yield "kube_deployment_spec_replicas", (ns, d), float(dep.replicas)
         yield "kube_deployment_status_replicas", (ns, d), float(len(live))
         yield "kube_deployment_status_replicas_available", (ns, d), float(avail)
         yield "kube_deployment_status_replicas_unavailable", (ns, d), float(max(0, dep.replicas - avail) if live or dep.replicas else 0)
         yield "kube_deployment_status_replicas_updated", (ns, d), float(len(dep.current.pods))
-        conds = sim.deployment_conditions(dep)
+        conds = sim.deployment_conditions(dep, avail=avail)
         for cond in ("Available", "Progressing"):
             st = conds[cond][0]
             for s in ("true", "false", "unknown"):
@@ -455,9 +456,18 @@ class MetricWriter:
         yield "kube_deployment_status_observed_generation", (ns, d), float(dep.observed_generation)
         for rs in dep.rss:
             yield "kube_replicaset_status_ready_replicas", (ns, rs.name), float(sum(1 for p in rs.pods if ready_eff[p.slot]))
-        eps = sim.endpoints_of(dep.svc)
-        yield "kube_endpoint_address_available", (ns, d), float(len(eps[0]))
-        yield "kube_endpoint_address_not_ready", (ns, d), float(len(eps[1]))
+        # `endpoints_of(dep.svc)`'s two lists, counted
+        n_ready = n_not = 0
+        if not sim.res.no_endpoints[dep.svc]:
+            for p, r in zip(live, ready_of):
+                if p.node < 0 or p.cstate == "waiting" and p.reason in ("ContainerCreating", "ErrImagePull", "ImagePullBackOff"):
+                    continue
+                if r:
+                    n_ready += 1
+                else:
+                    n_not += 1
+        yield "kube_endpoint_address_available", (ns, d), float(n_ready)
+        yield "kube_endpoint_address_not_ready", (ns, d), float(n_not)
 
     def _node_series(self, n):
         ready = "true" if n.ready else "unknown"
