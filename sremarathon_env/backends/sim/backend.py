@@ -247,9 +247,7 @@ class SimBackend:
     def _deferred_step(self, runs: list[dict]) -> list[EntryEvidence]:
         tr = np.concatenate([r["task_rate"] for r in runs], axis=0)
         out = self.tm.step(tr, stack_inputs([(r["inputs"], r["K"]) for r in runs]))
-        into = self._svc_in(np.stack([out.edge_rate, out.edge_fail, out.edge_rate * out.edge_lat_src,
-                                      out.edge_rate * out.edge_sigma, out.edge_own_fail,
-                                      out.edge_rate * out.edge_own_lat], axis=1))
+        into = self._svc_in(self._into_cols(out))
         # the runs are consecutive ticks: the traffic fields are recorded for all of them at once, then
         # each run's own cluster state (ready endpoints, reasons, app errors, epoch) over its ticks
         rows = np.concatenate([r["rows"] for r in runs], axis=0) if len(runs) > 1 else runs[0]["rows"]
@@ -272,6 +270,20 @@ class SimBackend:
             for fix in r["after"]:
                 fix()
         return self._evidence(first["k0"], out)
+
+    @staticmethod
+    def _into_cols(out) -> np.ndarray:
+        """(K, 6, E) per edge: calls, failed, calls x latency, calls x sigma, own failures, calls x own
+        latency (summed into the callee service; written in place, the floats np.stack would make)."""
+        r = out.edge_rate
+        x = np.empty((r.shape[0], 6, r.shape[1]))
+        x[:, 0] = r
+        x[:, 1] = out.edge_fail
+        np.multiply(r, out.edge_lat_src, out=x[:, 2])
+        np.multiply(r, out.edge_sigma, out=x[:, 3])
+        x[:, 4] = out.edge_own_fail
+        np.multiply(r, out.edge_own_lat, out=x[:, 5])
+        return x
 
     def _evidence(self, k0: int, out) -> list[EntryEvidence]:
         dt = self.tick_s
@@ -433,9 +445,7 @@ class SimBackend:
             lag_block[k] = self._lag
         self.writer.write_flows(k0, Kc, dt, out, cpu, per, thr, mem, running, lag_block, self.uh_edge)
         rows = np.empty((Kc, len(SVC_FIELDS), m.S))
-        into = self._svc_in(np.stack([out.edge_rate, out.edge_fail, out.edge_rate * out.edge_lat_src,
-                                      out.edge_rate * out.edge_sigma, out.edge_own_fail,
-                                      out.edge_rate * out.edge_own_lat], axis=1))
+        into = self._svc_in(self._into_cols(out))
         rows[:, :4] = into[:, :4]
         rows[:, 4] = out.svc_rho
         rows[:, 5] = self._mem_util(mem, running, sl)
@@ -468,13 +478,15 @@ class SimBackend:
         m = self.m
         n = len(c.pods)
         cap = len(c.p_svc)
-        for name in ("cpu_cum", "periods_cum", "throttled_cum", "pod_mem", "pod_util", "_cum_started"):
-            a = getattr(self, name, None)
-            if a is None or len(a) < cap:
-                b = np.full(cap, np.nan) if name == "_cum_started" else np.zeros(cap)
-                if a is not None:
-                    b[: len(a)] = a
-                setattr(self, name, b)
+        if cap != getattr(self, "_slot_cap", -1):   # the per-slot arrays follow the cluster's slot capacity
+            for name in ("cpu_cum", "periods_cum", "throttled_cum", "pod_mem", "pod_util", "_cum_started"):
+                a = getattr(self, name, None)
+                if a is None or len(a) < cap:
+                    b = np.full(cap, np.nan) if name == "_cum_started" else np.zeros(cap)
+                    if a is not None:
+                        b[: len(a)] = a
+                    setattr(self, name, b)
+            self._slot_cap = cap
         # cAdvisor counters are per container: a (re)started container counts from zero (only the metric
         # writer reads them)
         if self.metrics:
@@ -581,12 +593,12 @@ class SimBackend:
             svc = c.p_svc[sl]
             order = np.argsort(svc, kind="stable")
             g = svc[order]
-            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, dtype=np.intp)
+            starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1]))) if len(g) else np.zeros(0, dtype=np.intp)
             self._mem_layout = (key, order, starts, g[starts] if len(g) else starts)
         _, order, starts, present = self._mem_layout
         out = np.zeros((mem.shape[0], self.m.S))
         if len(order):
-            ratio = np.where(running, mem / c.p_mem_lim[sl], np.nan)[:, order]
+            ratio = np.where(running, mem / self._layout_arrays(sl)[5], np.nan)[:, order]
             red = np.fmax.reduceat(ratio, starts, axis=1)
             out[:, present] = np.where(np.isnan(red), 0.0, red)
         return out

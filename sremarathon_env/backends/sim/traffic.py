@@ -171,6 +171,9 @@ class TrafficModel:
         m = self.m
         unreach = np.maximum(inp.e_unreach, ((inp.ready[m.node_svc] <= 0) | inp.no_endpoints[m.node_svc]).astype(float))
         inp._unreach = unreach
+        u1 = unreach[None]          # the one-tick broadcast of `step`'s outputs, made once
+        u1.flags.writeable = False
+        inp._unreach_1 = u1
         inp._reach = 1.0 - unreach
         inp._x_fixed = ((inp.lat_add + inp.net_ms) * inp._reach + unreach) * self._w_root
         inp._x_q = m.service_ms[m.node_svc] * inp._reach * self._w_root
@@ -192,7 +195,8 @@ class TrafficModel:
         m = self.m
         if inp._x_fixed is None:
             self.prepare(inp)
-        task_rate = np.atleast_2d(task_rate)
+        if task_rate.ndim < 2:
+            task_rate = np.atleast_2d(task_rate)
         K = task_rate.shape[0]
         node_rate = task_rate[:, m.node_path] * m.node_mult
         svc_rate = self._svc(node_rate)
@@ -259,7 +263,8 @@ class TrafficModel:
         edge_lat_dst = agg[:, 5] / np.maximum(agg[:, 6], EPS)
         edge_sigma = np.where(edge_rate > 0, agg[:, 7] * inv, BASE_SIGMA)
         edge_app = np.maximum(edge_fail - edge_unreach - edge_timeout, 0.0)
-        return TickOutputs(node_rate, lat, fail, np.broadcast_to(unreach, (K, m.N)), timeout, sigma, svc_rate, rho,
+        u_b = inp._unreach_1 if K == 1 and unreach.ndim == 1 else np.broadcast_to(unreach, (K, m.N))
+        return TickOutputs(node_rate, lat, fail, u_b, timeout, sigma, svc_rate, rho,
                            demand, task_rate * self._root_rpt, path_fail, path_degraded, path_slow, per_req, med,
                            path_p95, edge_rate, edge_rate - edge_unreach, edge_fail, edge_unreach, edge_timeout,
                            edge_app, edge_lat_src, edge_lat_dst, edge_sigma, agg[:, 8], agg[:, 9] * inv)
