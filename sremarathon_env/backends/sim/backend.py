@@ -609,7 +609,8 @@ class SimBackend:
         n = len(c.pods)
         ready = np.flatnonzero(self.pod_ready_eff[:n] & c.p_active[:n])
         rs_ids = c.p_rs[ready]
-        rev = np.array([c.rs_by_id[i].revision for i in rs_ids], dtype=np.int64)
+        by_id = c.rs_by_id
+        rev = np.array([by_id[i].revision for i in rs_ids.tolist()], dtype=np.int64)
         carried = {h for dep in c.deployments.values() for rs in dep.rss if rs.pods for h in rs.effects}
         active = []
         for h, e in self.book.effects.items():

@@ -187,6 +187,7 @@ class Cluster:
         self.changed_slots: set[int] = set()   # pods whose state changed since the metric writer looked
         self.touched: set[str] = set()         # Deployments the controller passed over since then
         self.layout_version = 0            # bumps when pods are created or deleted
+        self._active: tuple[int, list] = (-1, [])   # active_pods() of a layout version
         self.events: list[list] = []       # [first_t, last_t, count, type, reason, kind, name, message, component]
         self._event_index: dict[tuple, int] = {}
         self.lifecycle: list[tuple] = []   # (t, svc, pod, what, detail) for logs
@@ -269,7 +270,14 @@ class Cluster:
 
     # ------------------------------------------------------------------ pods
     def active_pods(self) -> list[Pod]:
-        return [p for dep in self.deployments.values() for rs in dep.rss for p in rs.pods]
+        """Non-deleted pods, by Deployment, ReplicaSet, creation. ReplicaSets' pod lists change only
+        when a pod is created or deleted (both bump ``layout_version``; a ReplicaSet joins its
+        Deployment without pods), so the list is kept per layout version."""
+        hit = self._active
+        if hit[0] != self.layout_version:
+            hit = self._active = (self.layout_version,
+                                  [p for dep in self.deployments.values() for rs in dep.rss for p in rs.pods])
+        return list(hit[1])
 
     def _grow(self) -> None:
         n = len(self.p_svc) * 2

@@ -201,8 +201,11 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
     n = len(c.pods)
     up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]       # the pods' mirrored ready / node_lost
     per_rs = np.bincount(c.p_rs[:n][up], minlength=len(c.rs_by_id)).tolist()
+    # a pod's ReplicaSet is one of its Deployment's (they are never dropped): ready pods per service
+    # are the Deployment's sum over its ReplicaSets
+    per_svc = np.bincount(c.p_svc[:n][up], minlength=S).tolist()
     for dep in c.deployments.values():
-        live = sum(per_rs[rs.id] for rs in dep.rss)
+        live = per_svc[dep.svc]
         if live:
             for rs in dep.rss:
                 k = per_rs[rs.id]
@@ -277,19 +280,21 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
         elif k == "consumer_slow" and svc is not None:
             r.consumer_slow[svc] *= e.factor
     # load paths gated by a flag: the variant's value multiplies the path's requests (0/false: none)
-    for i, path in enumerate(m.app.load.paths):
-        gate = getattr(path, "gated_by_flag", None)
-        if gate:
-            flag = sim._flag(gate)
-            variant = sim.flag_variant(gate)
-            value = flag.variants.get(variant, 0) if flag is not None else 0
-            if isinstance(value, bool):
-                factor = 1.0 if value else 0.0
-            elif isinstance(value, (int, float)):
-                factor = float(value)
-            else:
-                factor = 0.0 if str(value).lower() in ("", "off", "false", "0") else 1.0
-            r.path_factor[i] *= factor
+    gated = m.__dict__.get("_gated_paths")
+    if gated is None:   # (path index, flag) of the paths gated by a flag, per compiled app (read-only)
+        gated = m.__dict__["_gated_paths"] = [(i, path.gated_by_flag) for i, path in enumerate(m.app.load.paths)
+                                              if getattr(path, "gated_by_flag", None)]
+    for i, gate in gated:
+        flag = sim._flag(gate)
+        variant = sim.flag_variant(gate)
+        value = flag.variants.get(variant, 0) if flag is not None else 0
+        if isinstance(value, bool):
+            factor = 1.0 if value else 0.0
+        elif isinstance(value, (int, float)):
+            factor = float(value)
+        else:
+            factor = 0.0 if str(value).lower() in ("", "off", "false", "0") else 1.0
+        r.path_factor[i] *= factor
     for svc, f, w, rs in cfg_active:
         r.active.append((f"config:{m.svc_names[svc]}", f, w))
         if f.kind in ("edge_unreach", "edge_app") and f.callee in m.svc_index:
