@@ -276,9 +276,10 @@ class StackedInputs:
     FIELDS = ("burn", "_has_cap", "_cap", "_x_fixed", "_x_q", "_log_reach_app", "_reach", "_unreach", "net_ms")
 
     def __init__(self, runs: list[tuple[TickInputs, int]]):
+        # each run's row repeated for its ticks (copies: the same values a concatenation of broadcasts gives)
+        counts = np.array([k for _, k in runs], dtype=np.intp)
         for name in self.FIELDS:
-            setattr(self, name, np.concatenate([np.broadcast_to(getattr(inp, name), (k,) + getattr(inp, name).shape)
-                                                for inp, k in runs], axis=0))
+            setattr(self, name, np.repeat(np.stack([getattr(inp, name) for inp, _ in runs]), counts, axis=0))
 
 
 def stack_inputs(runs: list[tuple[TickInputs, int]]) -> StackedInputs:
