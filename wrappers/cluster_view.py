@@ -63,10 +63,8 @@ class ClusterView:
             return []
         return [(rs.revision, self.b.meta_of(rs), rs.template) for rs in sorted(d.rss, key=lambda r: r.revision)]
 
-    def last_change(self, service: str) -> tuple[int, int, str, str] | None:
-        """The latest non-restart revision made during the marathon, as (revision, previous revision,
-        kind, artifact), or None. ``artifact`` names what changed: a source file, an env key, the image
-        or a resource limit, in the forms the alias tables use (``svc:path``, ``svc:KEY``...)."""
+    def _last_change_rs(self, service: str):
+        """(ReplicaSet, previous ReplicaSet, kind, meta) of `last_change`'s revision, or None."""
         d = self._dep(service)
         if d is None or len(d.rss) < 2:
             return None
@@ -80,9 +78,24 @@ class ClusterView:
             kind = meta.get("kind", "build")
             if kind == "restart" or float(meta.get("t", -1.0)) < 0:
                 continue
-            prev = revs[i - 1]
-            return rs.revision, prev.revision, kind, self._artifact(service, kind, meta, rs.template, prev.template)
+            return rs, revs[i - 1], kind, meta
         return None
+
+    def last_change(self, service: str) -> tuple[int, int, str, str] | None:
+        """The latest non-restart revision made during the marathon, as (revision, previous revision,
+        kind, artifact), or None. ``artifact`` names what changed: a source file, an env key, the image
+        or a resource limit, in the forms the alias tables use (``svc:path``, ``svc:KEY``...)."""
+        ch = self._last_change_rs(service)
+        if ch is None:
+            return None
+        rs, prev, kind, meta = ch
+        return rs.revision, prev.revision, kind, self._artifact(service, kind, meta, rs.template, prev.template)
+
+    def last_change_kind(self, service: str) -> tuple[int, int, str] | None:
+        """`last_change` without the artifact (which may need the revision's diff rendered): (revision,
+        previous revision, kind), or None."""
+        ch = self._last_change_rs(service)
+        return None if ch is None else (ch[0].revision, ch[1].revision, ch[2])
 
     def _artifact(self, service: str, kind: str, meta: dict, tpl: dict, prev: dict) -> str:
         if kind == "build":
@@ -103,12 +116,12 @@ class ClusterView:
 
     def latest_diff(self, service: str) -> str:
         """The source-file part of the last change revision's diff ('' when it changed no source file)."""
-        ch = self.last_change(service)
+        ch = self.last_change_kind(service)
         if ch is None or ch[2] != "build":
             return ""
         for rev, meta, _ in self.revisions(service):
             if rev == ch[0]:
-                lines = _source_sections((meta.get("diff", "") or "").splitlines())
+                lines = _source_sections((_render_diff(meta) or "").splitlines())
                 return "\n".join(lines) + "\n" if lines else ""
         return ""
 

@@ -331,8 +331,9 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             {"tool": "set_config", "args": {"target": s, "key": key, "value": spec.env.get(key)}}
 
     def _deployment_features(self, cv: ClusterView, s: str) -> tuple:
-        """(env drift, cpu drift, memory drift, replica drift, last change, revisions during the marathon, time
-        of the last change or None, thunk of its source diff, desired replicas) of service ``s``; cached while the
+        """(env drift, cpu drift, memory drift, replica drift, last change (`ClusterView.last_change_kind`), revisions
+        during the marathon, time of the last change or None, thunk of its source diff, desired replicas) of
+        service ``s``; cached while the
         deployment keeps its generation, revision set and replica count (every template change is a new
         revision and a new generation; rollbacks renumber revisions, which the key includes)."""
         d = cv._dep(s)
@@ -345,7 +346,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         env_d, cpu_d, mem_d = bool(cv.env_drift(s)), cv.resource_drift(s, "cpu"), cv.resource_drift(s, "memory")
         replicas = cv.desired_replicas(s)
         rep_d = replicas != spec.replicas
-        change = cv.last_change(s)
+        change = cv.last_change_kind(s)   # the artifact (a diff to render) only when an action needs it
         revs = cv.revisions(s)
         n_new = sum(1 for _, meta, _ in revs if float(meta.get("t", -1.0)) >= 0)
         change_t = None
