@@ -1253,12 +1253,18 @@ class SimBackend:
 
     def quota_used(self) -> dict[str, float]:
         c = self.cluster
-        slots = [p.slot for p in c.active_pods()]
+        slots = np.array([p.slot for p in c.active_pods()], dtype=np.intp)
         return {"pods": float(len(slots)),
-                "requests.cpu": float(np.nansum(c.p_cpu_req[slots])),
-                "requests.memory": float(np.nansum(c.p_mem_req[slots])) * 2**20,
-                "limits.cpu": float(np.nansum(c.p_cpu_lim[slots])),
-                "limits.memory": float(np.nansum(c.p_mem_lim[slots])) * 2**20}
+                "requests.cpu": _nansum(c.p_cpu_req[slots]),
+                "requests.memory": _nansum(c.p_mem_req[slots]) * 2**20,
+                "limits.cpu": _nansum(c.p_cpu_lim[slots]),
+                "limits.memory": _nansum(c.p_mem_lim[slots]) * 2**20}
+
+
+def _nansum(x: np.ndarray) -> float:
+    """``float(np.nansum(x))`` of a fresh 1-D array (NaN set to 0, then the same reduction), in place."""
+    x[np.isnan(x)] = 0.0
+    return float(x.sum())
 
 
 def _diff(meta: dict[str, Any]) -> str:
