@@ -48,6 +48,14 @@ _BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets",
             "stddev_over_time", "stdvar_over_time"}
 
 
+def _lid(node) -> tuple:
+    """A child as a cache key: a vector by its label list (what its parent's label work depends on), anything
+    else by identity."""
+    if node.kind == "v" and node.labels:
+        return ("L", id(node.labels))
+    return ("N", id(node))
+
+
 class _Mismatch(Exception):
     """A generic node's labels differ from the plan's (never expected): evaluate the rule generically."""
 
@@ -235,6 +243,9 @@ class _Pass(_Node):
         super().__init__()
         self.child, self.labels = child, labels
 
+    def rebind(self, child):
+        self.child = child
+
     def compute(self, E):
         return self.child.value(E)
 
@@ -251,6 +262,9 @@ class _Agg(_Node):
                 _AGG_LAYOUT.clear()
             hit = _AGG_LAYOUT[ck] = self._layout(G, gid)
         self.order, self.starts, self.singletons, self.one_group, self.idx, self.M = hit
+
+    def rebind(self, child):
+        self.child = child
 
     @staticmethod
     def _layout(G: int, gid: np.ndarray) -> tuple:
@@ -323,6 +337,10 @@ class _VecScalar(_Node):
         self.labels = labels
         self.const = sc.val if isinstance(sc, _Const) else None
 
+    def rebind(self, a, b):
+        self.vec, self.sc = a, b
+        self.const = b.val if isinstance(b, _Const) else None
+
     def compute(self, E):
         v, p = self.vec.value(E)
         s = self.const if self.const is not None else self.sc.value(E)[None, :]
@@ -341,6 +359,9 @@ class _VecVec(_Node):
         super().__init__()
         self.op, self.lhs, self.rhs, self.swap, self.rb = op, lhs, rhs, swap, return_bool
         self.mi, self.oi, self.labels = mi, oi, labels
+
+    def rebind(self, lhs, rhs):
+        self.lhs, self.rhs = lhs, rhs
 
     def compute(self, E):
         lv, lp = self.lhs.value(E)
@@ -363,6 +384,9 @@ class _SetAndUnless(_Node):
         self.r_order, self.r_starts, self.lmap = r_order, r_starts, lmap
         self.labels = lhs.labels
 
+    def rebind(self, lhs, rhs):
+        self.lhs, self.rhs = lhs, rhs
+
     def compute(self, E):
         lv, lp = self.lhs.value(E)
         if self.r_starts is None:
@@ -376,6 +400,9 @@ class _SetAndUnless(_Node):
 
 
 class _HistQuantile(_Node):
+    def rebind(self, q, child):
+        self.q, self.child = q, child
+
     def __init__(self, q: _Node, child: _Node, layout):
         super().__init__()
         self.q, self.child = q, child
@@ -473,6 +500,16 @@ class PackPlan:
         self._visits: list = []
         self.builds = 0
         self.kept = 0  # rules whose nodes a rebuild kept
+        # rows left out of every selector because they cannot have a sample in any window the plan reads
+        # (families read through @ or a subquery, and name-less selectors, never leave any row out)
+        self._needs = {} if self._all_families else _family_needs(self.rules)
+        self._excl: dict[int, _Excluded] = {}
+        self._excl_t_ms = None  # the earliest evaluation time the exclusions were decided for
+        self._excl_cols = 0  # columns the excluded rows are known to be empty up to
+        self._excl_dirty = False
+        self._live_cache: dict[str, tuple] = {}
+        self._last_labels: dict[str, list] = {}  # per node key, the label list of its last build
+        self.excluded = 0  # rows left out at the last build
 
     # ------------------------------------------------------------------ signature and build
     def signature(self) -> tuple:
@@ -483,15 +520,132 @@ class PackPlan:
     def _name_sigs(self) -> dict[str, tuple]:
         store = self.store
         names = store.names() if self._all_families else self._names
-        return {n: tuple((id(f), len(f)) for f in store.families(n)) for n in names}
+        ex = self._excl
+        return {n: tuple((id(f), len(f), ex[id(f)].version if id(f) in ex else 0) for f in store.families(n))
+                for n in names}
 
-    def _build(self) -> None:
+    # ------------------------------------------------------------------ rows that cannot contribute
+    def _check_excluded(self, t_min: int) -> None:
+        """Keep the exclusions valid for a call from ``t_min``: an excluded row that got a sample in a new
+        column comes back (rebuild), and a call earlier than the exclusions were decided for drops them all."""
+        if not self._excl:
+            return
+        if t_min < self._excl_t_ms:
+            for ent in self._excl.values():
+                ent.set(np.zeros(0, dtype=np.intp))
+            self._excl_t_ms = None
+            self._excl_dirty = True
+            return
+        n = self.store.n_ticks
+        if n <= self._excl_cols:
+            return
+        c0 = self._excl_cols
+        for ent in self._excl.values():
+            if len(ent.rows):
+                back = ~np.isnan(ent.fam._data[ent.rows, c0:n]).all(axis=1)
+                if back.any():
+                    ent.set(ent.rows[~back])
+                    self._excl_dirty = True
+        self._excl_cols = n
+
+    def _decide_excluded(self, t_min: int) -> None:
+        """At a rebuild: rows of each family with no sample in any column a call from ``t_min`` on reads
+        (columns at or after ``t_min`` less the family's longest window, and the last column) leave the
+        plan's selectors. Rows only ever leave in batches (at least ``PRUNE_MIN`` new ones) so that
+        selectors over a family keep growing incrementally between prunes."""
+        store = self.store
+        n = store.n_ticks
+        if not self._needs or n == 0:
+            return
+        if self._excl_t_ms is None or t_min > self._excl_t_ms:
+            self._excl_t_ms = t_min
+        t_min = self._excl_t_ms
+        for name, need in self._needs.items():
+            if need is None:
+                continue
+            c0 = min(max((t_min - need - self.t0_ms) // self.step_ms - 1, 0), n - 1)
+            for fam in store.families(name):
+                ent = self._excl.get(id(fam))
+                if ent is None or ent.fam is not fam:
+                    ent = self._excl[id(fam)] = _Excluded(fam)
+                rows = len(fam)
+                if rows == ent.rows_seen:
+                    continue  # only a family that gained rows (its selectors change anyway) loses some
+                ent.rows_seen = rows
+                data = fam._data
+                # candidates: rows without a sample in the last column, not yet left out
+                cand = np.isnan(data[:rows, n - 1])
+                if len(ent.rows):
+                    cand[ent.rows] = False
+                idx = np.flatnonzero(cand)
+                if len(idx) < max(PRUNE_MIN, (rows - len(ent.rows)) * PRUNE_SHARE):
+                    continue
+                idx = idx[np.isnan(data[idx, c0:n]).all(axis=1)]
+                # leave rows out in batches: each change makes the family's selectors new lists
+                if len(idx) and len(idx) >= max(PRUNE_MIN, (rows - len(ent.rows)) * PRUNE_SHARE):
+                    ent.set(np.union1d(ent.rows, idx) if len(ent.rows) else idx)
+        self._excl_cols = n
+
+    def _live(self, key: str, parts, labels):
+        """A selector's (parts, labels) without its excluded rows (the same objects where none is excluded);
+        cached per selector, and recorded as grown where the selector's rows grew and no exclusion changed."""
+        ex = self._excl
+        if not ex or not labels:
+            return parts, labels
+        flat, perm = _flatten(parts)
+        ents = [ex.get(id(f)) for f, _ in flat]
+        if not any(e is not None and e.fam is f and len(e.rows) for e, (f, _) in zip(ents, flat)):
+            return parts, labels
+        vers = tuple(e.version if e is not None and e.fam is f else -1 for e, (f, _) in zip(ents, flat))
+        hit = self._live_cache.get(key)
+        if hit is not None and hit[0] is labels and hit[1] == vers:
+            return hit[2], hit[3]
+        xs = []
+        for fam, rows in flat:
+            ent = ex.get(id(fam))
+            if ent is None or ent.fam is not fam or not len(ent.rows):
+                xs.append(np.zeros(len(rows), bool))
+            else:
+                m = ent.mask
+                xs.append(m[np.minimum(rows, len(m) - 1)] & (rows < len(m)))
+        xc = xs[0] if len(xs) == 1 else np.concatenate(xs)
+        if not xc.any():
+            out = (parts, labels)
+        else:
+            keep_flat = ~xc
+            keep = keep_flat if perm is None else keep_flat[perm]
+            kl = keep.tolist()
+            new_labels = [lb for lb, k in zip(labels, kl) if k]
+            new_flat = [(fam, rows[~x]) for (fam, rows), x in zip(flat, xs)]
+            new_flat = [(fam, rows) for fam, rows in new_flat if len(rows)]
+            if perm is None:
+                new_parts: list = new_flat
+            else:
+                rank = np.cumsum(keep_flat) - 1
+                new_perm = rank[perm[keep]]
+                if np.array_equal(new_perm, np.arange(len(new_perm))):
+                    new_parts = new_flat
+                else:
+                    new_parts = [("perm", new_perm.astype(np.intp), new_flat)]
+            if hit is not None and hit[1] == vers and hit[3] is not hit[0]:
+                g = grown_from(labels)
+                if g is not None and g[0] is hit[0]:
+                    # rows inserted into the selector are new rows (never excluded): the same insertions
+                    rank_l = np.cumsum(keep) - 1
+                    note_grown(new_labels, hit[3], rank_l[np.asarray(g[1], dtype=np.intp)].tolist())
+            out = (new_parts, new_labels)
+        self._live_cache[key] = (labels, vers, out[0], out[1])
+        return out
+
+    def _build(self, t_min: int = 0) -> None:
         """Rebuild the rules that read a family whose series set changed; keep the others' nodes.
 
         A kept rule's nodes are registered again (for sharing with rebuilt rules), and the window
         kernel is reassembled from the kernel range nodes of all rules.
         """
         self.builds += 1
+        self._decide_excluded(t_min)
+        self.excluded = sum(len(e.rows) for e in self._excl.values())
         sigs = self._name_sigs()
         changed = {n for n, sg in sigs.items() if self._name_sig.get(n) != sg}
         if self._all_families:
@@ -533,13 +687,28 @@ class PackPlan:
         self._visits = []
         self._kernel = _KernelGroup(self, list(self._kernel_nodes.values()))
 
-    def _reuse(self, ck: tuple, factory) -> _Node:
-        """The previous build's node for the same inputs (children are the same objects), else a new one."""
+    def _reuse(self, ck: tuple, factory, children: tuple | None = None) -> _Node:
+        """The previous build's node for the same inputs, else a new one.
+
+        Without ``children`` the inputs are the same objects. With them, ``ck`` names each child by its
+        label list (``_lid``): a node's label work depends only on its children's label lists, so the
+        previous node is kept and pointed at this build's children (``rebind``)."""
         hit = self._old.get(ck)
         if hit is None:
             hit = factory()
+        elif children is not None:
+            hit.rebind(*children)
         self._cache[ck] = hit
         return hit
+
+    def _intern(self, key: str, labels: list) -> list:
+        """The label list this node key had at the previous build where equal (so that label work keyed by
+        list identity above it, and its parents' nodes, are kept), else ``labels``."""
+        prev = self._last_labels.get(key)
+        if prev is not None and prev is not labels and len(prev) == len(labels) and prev == labels:
+            return prev
+        self._last_labels[key] = labels
+        return labels
 
     def _node(self, node: S.Node) -> _Node:
         hit = self._nodes.get(node.key)
@@ -558,14 +727,14 @@ class PackPlan:
         if isinstance(node, S.Num):
             return self._reuse((node.key,), lambda: _Const(node.val))
         if isinstance(node, S.Sel):
-            parts, labels = self.promql._select(node, self._dummy)
+            parts, labels = self._live(node.key, *self.promql._select(node, self._dummy))
             if not labels:
                 return _Empty()
             return self._reuse((node.key, id(labels)), lambda: _Sel(self, node, parts, labels))
         if isinstance(node, S.Call) and node.name in _BATCHED and isinstance(node.args[0], S.MatSel) and len(node.args) == 1:
             ms = node.args[0]
             sel = ms.sel
-            parts, labels = self.promql._select(sel, self._dummy)
+            parts, labels = self._live(sel.key, *self.promql._select(sel, self._dummy))
             if not labels:
                 return _Empty()
             out_labels = labels if node.name == "last_over_time" else drop_names(labels)
@@ -602,22 +771,23 @@ class PackPlan:
             out = memo(tag, (child.labels,), lambda: self._label_replace(tag, child.labels, dst, repl, src, rx))
             if _has_dup(out):
                 return self._generic(node, [(node.args[0], child)])
-            return self._reuse((node.key, id(child)), lambda: _Pass(child, out))
+            out = self._intern(node.key, out)
+            return self._reuse((node.key, _lid(child), id(out)), lambda: _Pass(child, out), (child,))
         if isinstance(node, S.Call) and node.name == "histogram_quantile" and isinstance(node.args[0], S.Num):
             q = self._node(node.args[0])
             child = self._node(node.args[1])
             layout = memo(("hq",), (child.labels,), lambda: self.promql._hq_layout(child.labels))
             if not layout:
                 return _Empty()
-            return self._reuse((node.key, id(child)), lambda: _HistQuantile(q, child, layout))
+            return self._reuse((node.key, id(q), _lid(child)), lambda: _HistQuantile(q, child, layout), (q, child))
         if isinstance(node, S.Agg) and node.op in ("sum", "count", "group", "max", "min"):
             child = self._node(node.expr)
             if not child.labels:
                 return _Empty()
             def agg():
                 keys, gid = _groups(Vec(child.labels, None, None), node.without, node.grouping)  # type: ignore[arg-type]
-                return _Agg(node.op, child, keys, gid)
-            return self._reuse((node.key, id(child)), agg)
+                return _Agg(node.op, child, self._intern(node.key, keys), gid)
+            return self._reuse((node.key, _lid(child)), agg, (child,))
         if isinstance(node, S.Bin):
             lhs, rhs = self._node(node.lhs), self._node(node.rhs)
             kinds = (lhs.kind, rhs.kind)
@@ -626,22 +796,24 @@ class PackPlan:
                 vec, sc = (rhs, lhs) if left else (lhs, rhs)
                 if not vec.labels:
                     return _Empty()
-                ck = (node.key, id(lhs), id(rhs))
+                ck = (node.key, _lid(lhs), _lid(rhs))
                 if node.op in CMP_FUNCS and not node.return_bool:
-                    return self._reuse(ck, lambda: _VecScalar(node.op, vec, sc, left, False, vec.labels))
+                    return self._reuse(ck, lambda: _VecScalar(node.op, vec, sc, left, False, vec.labels), (vec, sc))
                 labels = drop_names(vec.labels)
                 if _has_dup(labels):
                     return self._generic(node, [(node.lhs, lhs), (node.rhs, rhs)])
-                return self._reuse(ck, lambda: _VecScalar(node.op, vec, sc, left, node.return_bool, labels))
+                return self._reuse(ck, lambda: _VecScalar(node.op, vec, sc, left, node.return_bool, labels), (vec, sc))
             if kinds == ("v", "v") and node.op in ("and", "unless"):
                 if not lhs.labels:
                     return _Empty()
-                return self._reuse((node.key, id(lhs), id(rhs)), lambda: self._set_op(node, lhs, rhs))
+                return self._reuse((node.key, _lid(lhs), _lid(rhs)), lambda: self._set_op(node, lhs, rhs), (lhs, rhs))
             if kinds == ("v", "v") and node.op not in S.SETOPS:
-                ck = (node.key, id(lhs), id(rhs))
+                ck = (node.key, _lid(lhs), _lid(rhs))
                 fast = self._old.get(ck)
                 if fast is None:
                     fast = self._vec_vec(node, lhs, rhs)
+                elif not isinstance(fast, _Empty):
+                    fast.rebind(lhs, rhs)
                 if fast is not None:
                     self._cache[ck] = fast
                     return fast
@@ -699,7 +871,7 @@ class PackPlan:
             return _Generic(self, node, children, [], "s")
         if not out.labels:
             return _Empty()
-        return _Generic(self, node, children, out.labels, "v")
+        return _Generic(self, node, children, self._intern(node.key, out.labels), "v")
 
     def _set_op(self, node: S.Bin, lhs: _Node, rhs: _Node) -> _Node:
         on, names = node.on, node.match_labels
@@ -733,7 +905,7 @@ class PackPlan:
         if _has_dup(labels):
             return None
         return _VecVec(node.op, lhs, rhs, swap, np.asarray(pairs_m, dtype=np.intp), firsts[np.asarray(pairs_o, dtype=np.intp)],
-                       labels, node.return_bool)
+                       self._intern(node.key, labels), node.return_bool)
 
     # ------------------------------------------------------------------ evaluation
     def instant_cols(self, E: _Env, at_ms, offset_ms: int):
@@ -759,10 +931,13 @@ class PackPlan:
         """One ``Vec`` (or the ``QueryError`` the generic evaluator raises) per rule, at ``times`` (ms)."""
         times = np.asarray(times, dtype=np.int64)
         T = len(times)
+        t_min = int(times.min()) if T else 0
+        self._check_excluded(t_min)
         sig = self.signature()
-        if sig != self._sig:
-            self._build()
+        if sig != self._sig or self._excl_dirty:
+            self._build(t_min)
             self._sig = sig
+            self._excl_dirty = False
         ctx = self.promql.new_context(times, self.promql.default_step_ms)
         E = _Env(times, self.store.n_ticks, ctx)
         with np.errstate(all="ignore"):
@@ -801,3 +976,65 @@ def _selectors(node: S.Node):
             yield from _selectors(c)
     for a in getattr(node, "args", ()) or ():
         yield from _selectors(a)
+
+
+#: a rebuild leaves newly empty rows of a family out once there are at least PRUNE_MIN of them and at
+#: least PRUNE_SHARE of the rows still in
+PRUNE_MIN = 1
+PRUNE_SHARE = 0.25
+
+
+class _Excluded:
+    """The rows of one family left out of the plan's selectors (sorted), as indices and as a mask."""
+
+    __slots__ = ("fam", "rows", "mask", "version", "rows_seen")
+
+    def __init__(self, fam):
+        self.fam = fam
+        self.rows = np.zeros(0, dtype=np.intp)
+        self.mask = np.zeros(0, bool)
+        self.version = 0
+        self.rows_seen = -1
+
+    def set(self, rows: np.ndarray) -> None:
+        if np.array_equal(rows, self.rows):
+            return
+        self.rows = np.asarray(rows, dtype=np.intp)
+        self.mask = np.zeros(int(self.rows.max()) + 1 if len(self.rows) else 0, bool)
+        self.mask[self.rows] = True
+        self.version += 1
+
+
+def _family_needs(rules) -> dict[str, int | None]:
+    """Per metric name, how far before an evaluation time the plan's selectors read its samples (the
+    range plus offset of a range vector, the offset of an instant one, whose sample is the one at the
+    evaluation tick: the store's staleness); None where a row may never be left out (@, subqueries)."""
+    out: dict[str, int | None] = {}
+
+    def note(sel: S.Sel, need: int | None) -> None:
+        if sel.at_ms is not None:
+            need = None
+        if need is None or (sel.name in out and out[sel.name] is None):
+            out[sel.name] = None
+        else:
+            out[sel.name] = max(out.get(sel.name, need), need)
+
+    def walk(node: S.Node, sub: bool) -> None:
+        if isinstance(node, S.Sel):
+            note(node, None if sub else node.offset_ms)
+            return
+        if isinstance(node, S.MatSel):
+            note(node.sel, None if sub else node.range_ms + node.sel.offset_ms)
+            return
+        if isinstance(node, S.Subq):
+            sub = True
+        for f in ("expr", "lhs", "rhs", "param"):
+            c = getattr(node, f, None)
+            if isinstance(c, S.Node):
+                walk(c, sub)
+        for a in getattr(node, "args", ()) or ():
+            walk(a, sub)
+
+    for r in rules:
+        walk(r.node, False)
+    return out

@@ -57,6 +57,18 @@ def test_plan_matches_generic_over_faulted_marathon(seed):
     assert fast._plan.kept > 0  # rules over unchanged families kept their nodes through rebuilds
 
 
+def _present(vec) -> dict:
+    """What a result says: each label set with a sample at some time -> (presence, values bit patterns where
+    present). Rows that are never present carry no information (a plan may leave series without any sample
+    in the evaluated windows out)."""
+    out = {}
+    for lb, v, p in zip(vec.labels, vec.v, vec.p):
+        if p.any():
+            assert lb not in out
+            out[lb] = (p.tolist(), np.where(p, v, 0.0).view(np.int64).tolist())
+    return out
+
+
 def _counter_store(n_ticks: int) -> MetricStore:
     store = MetricStore(step_s=15.0)
     req = store.family("istio_requests_total", ("namespace", "destination_workload", "reporter", "response_code"))
@@ -128,9 +140,7 @@ def test_plan_growth_redoes_label_work_for_new_rows_only_with_identical_results(
         got = plan.evaluate(times)
         fresh = PackPlan(PromQLEngine(store), rules).evaluate(times)
         for e, a, b in zip(exprs, got, fresh):
-            assert a.labels == b.labels, e
-            assert np.array_equal(a.p, b.p), e
-            assert np.array_equal(np.where(a.p, a.v, 0.0), np.where(b.p, b.v, 0.0)), e
+            assert _present(a) == _present(b), e
         # new pods sort before, between and after the existing ones
         pods = [f"{c}-{step}" for c in ("0", "b", "z")]
     sel = eng.compile('m_pod{phase="Running"}')
@@ -138,3 +148,60 @@ def test_plan_growth_redoes_label_work_for_new_rows_only_with_identical_results(
     g = grown_from(labels)
     assert g is not None and len(g[1]) == 3 and len(labels) == len(g[0]) + 3
     assert [labels[p] for p in g[1]] == [lb for lb in labels if dict(lb)["pod"].endswith("-4")]
+
+
+def test_plan_leaves_out_rows_without_samples_and_takes_them_back():
+    """Pods come and go: a long-lived plan leaves out rows with no sample in any window it reads (they
+    stop costing label work and evaluation), takes a row back when it is written again, drops its
+    exclusions for a call earlier than they were decided for, and always says what the generic
+    evaluator says (every present sample, bit for bit; absent(), count() and joins included)."""
+    from types import SimpleNamespace
+
+    store = MetricStore(step_s=15.0)
+    up = store.family("up_pod", ("pod", "svc"))
+    rs = store.family("restarts_total", ("pod", "svc"))
+    info = store.family("svc_info", ("svc",))
+    exprs = ['sum by (svc) (up_pod)', 'count(up_pod)', 'absent(up_pod{svc="gone"})',
+             'sum by (svc) (increase(restarts_total[5m])) > 0', 'count_over_time(up_pod[2m])',
+             'up_pod * on (svc) group_left svc_info', 'max by (svc) (rate(restarts_total[1m]))',
+             'up_pod unless on (pod) restarts_total', 'absent_over_time(up_pod{svc="gone"}[3m])',
+             'count by (svc) (up_pod offset 4m)']
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{i}", node=eng.compile(e)) for i, e in enumerate(exprs)]
+    plan = PackPlan(eng, rules)
+    generic = PromQLEngine(store)
+    rng = np.random.default_rng(11)
+    live = {f"{s}-{k}": s for s in ("a", "b", "gone") for k in range(2)}
+    born = 0
+    excluded_seen = revived = 0
+    for tick in range(120):
+        if tick % 9 == 4:  # a rollout: one pod replaced by a new one
+            old = sorted(live)[int(rng.integers(len(live)))]
+            svc = live.pop(old)
+            born += 1
+            live[f"{svc}-n{born}"] = svc
+        if tick == 70:  # a pod left out long ago is written again
+            back = next(lb[0] for lb in up._label_values if lb[0] not in live and plan._excl.get(id(up))
+                        and up.row(lb) in set(plan._excl[id(up)].rows.tolist()))
+            live[back] = back.split("-")[0]
+            revived = 1
+        keys = sorted(live.items())
+        store.write(up, up.rows(keys), tick, rng.integers(0, 2, size=len(keys)).astype(float))
+        store.write(rs, rs.rows(keys), tick, np.floor(tick / 7) + rng.integers(0, 2, size=len(keys)))
+        if tick % 5 == 0:
+            store.write(info, info.rows([("a",), ("b",)]), tick, np.array([1.0, 2.0]))
+        if tick % 8 != 7:
+            continue
+        times = np.arange(tick - 7, tick + 1, dtype=np.int64) * 15000
+        got = plan.evaluate(times)
+        excluded_seen = max(excluded_seen, plan.excluded)
+        if tick == 71:
+            assert revived and plan.excluded < excluded_seen  # the written row came back
+        for e, rule, vec in zip(exprs, rules, got):
+            assert _present(vec) == _present(generic.evaluate(rule.node, times)), (e, tick)
+    assert excluded_seen > 10 and plan.excluded < len(up) + len(rs)
+    # a call earlier than the exclusions were decided for reads every row again
+    early = np.arange(20, 28, dtype=np.int64) * 15000
+    for e, rule, vec in zip(exprs, rules, plan.evaluate(early)):
+        assert _present(vec) == _present(generic.evaluate(rule.node, early)), e
+    assert plan.excluded == 0
