@@ -490,12 +490,13 @@ class SimBackend:
         # cAdvisor counters are per container: a (re)started container counts from zero (only the metric
         # writer reads them)
         if self.metrics:
-            restarted = ~((c.p_started == self._cum_started) | (np.isnan(c.p_started) & np.isnan(self._cum_started)))
-            restarted &= ~np.isnan(c.p_started)
-            self.cpu_cum[restarted] = 0.0
-            self.periods_cum[restarted] = 0.0
-            self.throttled_cum[restarted] = 0.0
-            self._cum_started[restarted] = c.p_started[restarted]
+            started = c.p_started
+            restarted = (started != self._cum_started) & ~np.isnan(started)   # NaN != x holds: a first start counts
+            if restarted.any():
+                self.cpu_cum[restarted] = 0.0
+                self.periods_cum[restarted] = 0.0
+                self.throttled_cum[restarted] = 0.0
+                self._cum_started[restarted] = started[restarted]
         # effects that live in containers end when every pod they were injected into is gone
         for h in sorted(self._in_pods):
             if all(c.pods[s].deleted for s in self._in_pods[h]):

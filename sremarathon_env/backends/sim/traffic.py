@@ -133,6 +133,8 @@ class TrafficModel:
         self._cpu_s = m.cpu_ms_per_call * 1e-3
         self._log_slow = np.log(SLOW_MS)
         self._root_rpt = m.path_rpt
+        self._service_ms_n = m.service_ms[m.node_svc]        # per call node: its service's numbers
+        self._intrinsic_n = m.intrinsic_error[m.node_svc]
         self._svc = _Groups(m.node_svc, m.S)
         self._edge = _Groups(m.node_edge, m.E)
         # levels, deepest first: (nodes, deadline positions in nodes, lat-propagation, fail-propagation)
@@ -176,10 +178,11 @@ class TrafficModel:
         inp._unreach_1 = u1
         inp._reach = 1.0 - unreach
         inp._x_fixed = ((inp.lat_add + inp.net_ms) * inp._reach + unreach) * self._w_root
-        inp._x_q = m.service_ms[m.node_svc] * inp._reach * self._w_root
-        inp._cap = np.where(inp.capacity > 0, inp.capacity, EPS)
-        inp._has_cap = inp.capacity > 0
-        e_app = np.minimum(inp.e_app + m.intrinsic_error[m.node_svc], 1.0)
+        inp._x_q = self._service_ms_n * inp._reach * self._w_root
+        has_cap = inp.capacity > 0
+        inp._cap = np.where(has_cap, inp.capacity, EPS)
+        inp._has_cap = has_cap
+        e_app = np.minimum(inp.e_app + self._intrinsic_n, 1.0)
         inp._log_reach_app = np.log(np.maximum(inp._reach * (1.0 - e_app), EPS))
 
     def rates(self, task_rate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,100 @@
+"""The twin's speed caches answer what their uncached definitions answer, through faults, OOM kills and
+interventions that create, delete, reschedule and crash pods: the active-pod list, the bound-pod mask, the
+flow slots and their cAdvisor rows (with and without metrics), the state families' current values, the
+stacked inputs of deferred traffic and the Deployment conditions given a counted availability."""
+
+import numpy as np
+
+from faults.effects import Effect
+from sremarathon_env.backends.sim import SimBackend
+from sremarathon_env.backends.sim.traffic import StackedInputs
+
+
+def _uncached_active(c) -> list:
+    return [p for dep in c.deployments.values() for rs in dep.rss for p in rs.pods]
+
+
+def _check(sim: SimBackend) -> None:
+    c = sim.cluster
+    active = c.active_pods()
+    assert [id(p) for p in active] == [id(p) for p in _uncached_active(c)]
+    active.clear()                                     # callers get a copy: the cache is not theirs
+    assert len(c.active_pods()) == len(_uncached_active(c))
+    n = len(c.pods)
+    assert c.p_bound[:n].tolist() == [p.node >= 0 for p in c.pods]
+    slots = sim.writer.flow_slots_now()
+    assert slots.tolist() == [p.slot for p in c.pods if not p.deleted and p.node >= 0]
+    if sim.metrics:
+        w = sim.writer
+        for slot, row in zip(slots.tolist(), w.flow_rows.tolist()):
+            p = c.pods[slot]
+            lv = (w.ns, p.name, c.svc_names[p.svc], c.nodes[p.node].name)
+            assert all(fam._index[lv] == row for fam in (w.cpu, w.periods, w.throttled, w.mem))
+        # state families: the kept values are exactly the live entries of the objects' series
+        live = {name: set() for name in w._cur}
+        for _, entries in w._objects.values():
+            for (name, row), value in entries.items():
+                vals, is_live = w._cur[name]
+                assert is_live[row] and (vals[row] == value or (np.isnan(vals[row]) and np.isnan(value)))
+                live[name].add(row)
+        for name, (vals, is_live) in w._cur.items():
+            assert set(np.flatnonzero(is_live).tolist()) == live[name]
+            assert np.isnan(vals[~is_live]).all()
+    for dep in c.deployments.values():
+        avail = sum(1 for p in dep.live_pods() if sim.pod_ready_eff[p.slot])
+        assert sim.deployment_conditions(dep, avail=avail) == sim.deployment_conditions(dep)
+
+
+def _drive(sim: SimBackend) -> int:
+    checks = 0
+    sim.advance_to(60)
+    _check(sim)
+    sim.apply_effect(Effect(kind="memory_hog", service="cartservice", mi=10_000))   # OOM kills, restarts
+    sim.scale("frontend", 4)
+    unbound = [False]
+    for t in (75, 90, 150):
+        sim.advance_to(t)
+        _check(sim)
+        unbound[0] |= any(p.node < 0 and not p.deleted for p in sim.cluster.pods)
+        checks += 1
+    sim.restart("checkoutservice")
+    for nd in sim.cluster.nodes:   # nowhere to schedule: evicted and new pods wait unbound
+        sim.drain_node(nd.name)
+    sim.deploy("currencyservice", message="m", author="a", image_tag="no-such-tag")
+    for t in (165, 180, 240, 330):
+        sim.advance_to(t)
+        _check(sim)
+        unbound[0] |= any(p.node < 0 and not p.deleted for p in sim.cluster.pods)
+        checks += 1
+    sim.scale("frontend", 1)
+    for nd in sim.cluster.nodes:
+        sim.uncordon_node(nd.name)
+    sim.advance_to(420)
+    _check(sim)
+    c = sim.cluster
+    assert sim.pod_ooms and any(p.deleted for p in c.pods) and unbound[0]
+    assert len(c.pods) > len(c.active_pods()) and any(p.restarts for p in c.active_pods())
+    return checks + 2
+
+
+def test_caches_equal_their_definitions_with_metrics():
+    assert _drive(SimBackend("online-boutique", seed=3)) == 9
+
+
+def test_caches_equal_their_definitions_without_metrics():
+    assert _drive(SimBackend("online-boutique", seed=3, metrics=False)) == 9
+
+
+def test_stacked_inputs_repeat_each_runs_row():
+    sim = SimBackend("online-boutique", seed=2)
+    a = sim.inputs
+    sim.apply_effect(Effect(kind="latency", service="cartservice", ms=50.0))
+    sim.advance_to(30)
+    b = sim.inputs
+    assert a is not b
+    runs = [(a, 2), (b, 1), (a, 3)]
+    st = StackedInputs(runs)
+    for name in StackedInputs.FIELDS:
+        want = np.concatenate([np.broadcast_to(getattr(inp, name), (k,) + getattr(inp, name).shape) for inp, k in runs])
+        got = getattr(st, name)
+        assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
