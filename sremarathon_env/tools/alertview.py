@@ -54,8 +54,12 @@ class AlertView:
         return v
 
     def __init__(self, engine: Any):
-        self.engine = engine
-        self._objects = getattr(engine, "changed_alerts_since", None)
+        # held weakly: the registry's values must not keep their keys (the engines and their stores) alive
+        try:
+            self._engine = weakref.ref(engine)
+        except TypeError:
+            self._engine = lambda: engine
+        self._objects = hasattr(engine, "changed_alerts_since")
         self._pos = 0
         self._src: dict[Any, Any] = {}            # key -> alert object, or its shared dict
         self._active: dict[Any, Any] = {}         # the same, of the alerts now pending or firing
@@ -65,16 +69,23 @@ class AlertView:
         self._history: list[dict] | None = []
         self._fps: set[str] = set()
 
+    @property
+    def engine(self) -> Any:
+        eng = self._engine()
+        if eng is None:
+            raise ReferenceError("the alert engine of this view is gone")
+        return eng
+
     def sync(self) -> None:
         """Take the changes the engine logged since the last read."""
-        if self._objects is not None:
-            pos, changes = self._objects(self._pos)
+        if self._objects:
+            pos, changes = self.engine.changed_alerts_since(self._pos)
         else:
             pos, changes = self.engine.changes_since(self._pos)
         if pos == self._pos:
             return
         self._pos = pos
-        src, active, objects = self._src, self._active, self._objects is not None
+        src, active, objects = self._src, self._active, self._objects
         for k, x in changes:
             if objects:
                 fp, state = x.fingerprint, x.state
@@ -93,7 +104,7 @@ class AlertView:
         self._active_list = self._brief = self._history = None
 
     def _dict(self, x: Any) -> dict:
-        return x.shared_dict() if self._objects is not None else x
+        return x.shared_dict() if self._objects else x
 
     # -- reads (shared, read-only) ----------------------------------------------------------------
     def history(self) -> list[dict]:
@@ -109,7 +120,7 @@ class AlertView:
         is the engine's activation order, which the log does not give)."""
         if self._active_order is None:
             act = self._active
-            if self._objects is not None:
+            if self._objects:
                 sk = {k: (a.labels["alertname"], a.fingerprint) for k, a in act.items()}
             else:
                 sk = {k: (d["alertname"], d["fingerprint"]) for k, d in act.items()}
@@ -140,7 +151,7 @@ class AlertView:
                 return [(d["alertname"], d["fingerprint"], d["state"], d["active_at"], d["labels"])
                         for d in self.engine.active()]
             act = self._active
-            if self._objects is not None:
+            if self._objects:
                 self._brief = [(a.labels["alertname"], a.fingerprint, a.state, a.active_at_ms / 1000, a.labels)
                                for a in map(act.__getitem__, order)]
             else:
@@ -153,7 +164,7 @@ class AlertView:
         building their dicts (read-only; key order may differ from the dict's sorted labels)."""
         self.sync()
         src = self._src
-        if self._objects is not None:
+        if self._objects:
             found = (src[k] for k in self.engine.history_keys() if str(src[k].fingerprint) in fingerprints)
             return [a.labels or {} for a in found]
         found = (src[k] for k in self.engine.history_keys() if str(src[k]["fingerprint"]) in fingerprints)

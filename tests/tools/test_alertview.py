@@ -33,7 +33,7 @@ def test_view_equals_engine_rebuilds_through_a_marathon(objects):
         eng.changed_alerts_since = _objects_log(eng)
         AlertView._views.pop(eng, None)  # the reset's observation made a view without it
     view = AlertView.of(eng)
-    assert view is AlertView.of(eng) and (view._objects is not None) == objects
+    assert view is AlertView.of(eng) and view._objects == objects
     rng = np.random.default_rng(1)
     states, k = set(), 0
     while True:
@@ -69,3 +69,20 @@ def test_reads_without_a_change_log_use_history():
     assert known_fingerprints(ctx) == {a["fingerprint"] for a in ALERTS}
     empty = ToolContext(backend=Recorder(), app=OB, alerts=None, now=0.0)
     assert alert_entries(empty) == [] and known_fingerprints(empty) == set()
+
+
+def test_views_do_not_keep_engines_alive():
+    import gc
+    import weakref
+
+    from sremarathon_env.alerts import AlertEngine
+    from sremarathon_env.telemetry.store import MetricStore
+
+    eng = AlertEngine(None, MetricStore(step_s=15.0))
+    view = AlertView.of(eng)
+    assert view.history() == [] and view.active_brief() == []
+    ref = weakref.ref(eng)
+    del eng
+    gc.collect()
+    assert ref() is None, "the view registry keeps the engine (and its metric store) alive"
+
