@@ -188,6 +188,8 @@ class Cluster:
         self.touched: set[str] = set()         # Deployments the controller passed over since then
         self.layout_version = 0            # bumps when pods are created or deleted
         self._active: tuple[int, list] = (-1, [])   # active_pods() of a layout version
+        self._quota_use: tuple[int, int, float] = (-1, 0, 0.0)   # _quota_used() of a layout version
+        self._zones: tuple[list, np.ndarray] | None = None
         self.events: list[list] = []       # [first_t, last_t, count, type, reason, kind, name, message, component]
         self._event_index: dict[tuple, int] = {}
         self.lifecycle: list[tuple] = []   # (t, svc, pod, what, detail) for logs
@@ -374,9 +376,13 @@ class Cluster:
             act[pod.slot] = False      # the pod being placed does not count against itself
         nodes_of = self.p_node[:n_all]
         mine = act & (self.p_rs[:n_all] == pod.rs.id)
+        zones = self._zones
+        if zones is None:   # nodes and their zones are fixed: (zone names, zone index per node)
+            names = sorted({n.zone for n in self.nodes})
+            zones = self._zones = (names, np.array([names.index(n.zone) for n in self.nodes], dtype=np.intp))
         pref_zone = next((n.zone for n in self.nodes if n.name == spec.node), None)
-        zone_names = sorted({n.zone for n in self.nodes})
-        zone_of = np.array([zone_names.index(n.zone) for n in self.nodes], dtype=np.intp)[nodes_of]
+        zone_names = zones[0]
+        zone_of = zones[1][nodes_of]
         # requests with unset ones as 0 (what nansum sums), summed per node as nansum does
         cpu_req = self.p_cpu_req[:n_all]
         cpu_req = np.where(np.isnan(cpu_req), 0.0, cpu_req)
@@ -602,7 +608,8 @@ class Cluster:
             if total < max_total and new.replicas < d:
                 self._scale_rs(dep, new, min(d, new.replicas + (max_total - total)), t)
         for rs in dep.rss:
-            self._sync_rs(dep, rs, t)
+            if len(rs.pods) != rs.replicas:   # `_sync_rs` has nothing to do otherwise
+                self._sync_rs(dep, rs, t)
         if new.ready_count() > before_new or (not olds and new.ready_count() >= d):
             dep.progress_t = t
         if self.rollout_complete(dep):
@@ -648,14 +655,22 @@ class Cluster:
                    f"Scaled {verb} replica set {rs.name} from {rs.replicas} to {n}", "deployment-controller")
         rs.replicas = n
 
+    def _quota_used(self) -> tuple[int, float]:
+        """(active pods, their summed CPU requests) of this layout version (requests are fixed per slot)."""
+        hit = self._quota_use
+        if hit[0] != self.layout_version:
+            pods = self.active_pods()
+            used_cpu = float(np.nansum(self.p_cpu_req[[p.slot for p in pods]])) if pods else 0.0
+            hit = self._quota_use = (self.layout_version, len(pods), used_cpu)
+        return hit[1], hit[2]
+
     def _quota_block(self, rs: ReplicaSet) -> str:
-        pods = self.active_pods()
+        n_pods, used_cpu = self._quota_used()
         res = rs.template["resources"]
-        used_pods = len(pods) + 1
+        used_pods = n_pods + 1
         if used_pods > self.quota_hard.get("pods", math.inf):
             return (f'pods "{rs.name}-xxxxx" is forbidden: exceeded quota: {self.ns}-quota, requested: pods=1, '
-                    f'used: pods={len(pods)}, limited: pods={int(self.quota_hard["pods"])}')
-        used_cpu = float(np.nansum(self.p_cpu_req[[p.slot for p in pods]])) if pods else 0.0
+                    f'used: pods={n_pods}, limited: pods={int(self.quota_hard["pods"])}')
         need = (res.get("cpu_request_m") or 0) / 1000.0
         if used_cpu + need > self.quota_hard.get("requests.cpu", math.inf):
             return (f'pods "{rs.name}-xxxxx" is forbidden: exceeded quota: {self.ns}-quota, requested: requests.cpu='
