@@ -83,7 +83,7 @@ class ReplicaSet:
         return f"{self.deployment}-{self.hash}"
 
     def ready_count(self) -> int:
-        return sum(1 for p in self.pods if p.available)
+        return len([p for p in self.pods if p.ready and not p.node_lost and not p.deleted])   # Pod.available
 
     def __deepcopy__(self, memo: dict) -> "ReplicaSet":
         return _deepcopy_fields(self, memo, ("template", "files", "effects", "meta", "pods"))

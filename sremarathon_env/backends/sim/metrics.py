@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sremarathon_env.backends.sim.cluster import rolling_params
 from sremarathon_env.backends.sim.traffic import bucket_cdf
 from sremarathon_env.backends.sim.util import seqsum
 from sremarathon_env.telemetry.catalogue import CATALOGUE, LATENCY_BUCKETS_MS
@@ -447,11 +448,12 @@ class MetricWriter:
         yield "kube_deployment_status_replicas_available", (ns, d), float(avail)
         yield "kube_deployment_status_replicas_unavailable", (ns, d), float(max(0, dep.replicas - avail) if live or dep.replicas else 0)
         yield "kube_deployment_status_replicas_updated", (ns, d), float(len(dep.current.pods))
-        conds = sim.deployment_conditions(dep, avail=avail)
-        for cond in ("Available", "Progressing"):
-            st = conds[cond][0]
+        # the statuses of `SimBackend.deployment_conditions` (its messages are not exported here)
+        _, unavail = rolling_params(dep.replicas)
+        for cond, st in (("Available", "true" if avail >= dep.replicas - unavail else "false"),
+                         ("Progressing", "false" if dep.progress_failed else "true")):
             for s in ("true", "false", "unknown"):
-                yield "kube_deployment_status_condition", (ns, d, cond, s), float(st.lower() == s)
+                yield "kube_deployment_status_condition", (ns, d, cond, s), float(st == s)
         yield "kube_deployment_metadata_generation", (ns, d), float(dep.generation)
         yield "kube_deployment_status_observed_generation", (ns, d), float(dep.observed_generation)
         for rs in dep.rss:

@@ -42,7 +42,15 @@ def _check(sim: SimBackend) -> None:
             assert np.isnan(vals[~is_live]).all()
     for dep in c.deployments.values():
         avail = sum(1 for p in dep.live_pods() if sim.pod_ready_eff[p.slot])
-        assert sim.deployment_conditions(dep, avail=avail) == sim.deployment_conditions(dep)
+        conds = sim.deployment_conditions(dep)
+        assert sim.deployment_conditions(dep, avail=avail) == conds
+        if sim.metrics:   # the exported condition series carry deployment_conditions' statuses
+            fam = sim.writer._fams["kube_deployment_status_condition"]
+            entries = sim.writer._objects[("dep", dep.name)][1]
+            for cond, (status, _, _) in conds.items():
+                for s in ("true", "false", "unknown"):
+                    row = fam._index[(sim.writer.ns, dep.name, cond, s)]
+                    assert entries[("kube_deployment_status_condition", row)] == float(status.lower() == s)
 
 
 def _drive(sim: SimBackend) -> int:
