@@ -33,7 +33,7 @@ from apps.spec import AppSpec, Call
 from faults.effects import Effect, Marker
 from faults.model import Artifact, Fault, FileChange, Probe, Realisation, RepairOption
 
-CATALOGUE_VERSION = "2025.06-r1"
+CATALOGUE_VERSION = "2025.06-r2"
 DATA = Path(__file__).parent / "data"
 PREFIX = {"online-boutique": "ob", "train-ticket": "tt", "astronomy-shop": "as"}
 DEVELOPERS = ("Ana Ruiz", "Bo Chen", "Chidi Okafor", "Dana Levi", "Emil Novak", "Farah Haddad",
@@ -115,12 +115,17 @@ def _path_services(app: AppSpec, calls: list[Call]) -> list[str]:
     return out
 
 
-def _scope(app: AppSpec, *services: str) -> list[str]:
+def _scope(app: AppSpec, *services: str, callee: str | None = None) -> list[str]:
+    """The services whose symptoms a fault at ``services`` can cause: each one and everything upstream of it
+    (callers see its failures and slowness); plus ``callee`` where the callers' view of their calls to it,
+    labelled with the callee, shows the fault (a wrong or missing address of it)."""
     seen: list[str] = []
     for s in services:
         for u in app.upstream_closure(s):
             if u not in seen:
                 seen.append(u)
+    if callee and callee not in seen:
+        seen.append(callee)
     return seen
 
 
@@ -218,8 +223,9 @@ class _Gen:
 
     def add(self, tpl: dict, tid: str, **kw: Any) -> None:
         fid = f"{self.p}-{tpl['category']}-{tid}"
+        kw.setdefault("expected_alerts", list(tpl.get("alerts", [])))   # a variant may name its own
+        kw.setdefault("difficulty", tpl.get("difficulty", ""))
         self.out.append(Fault(id=fid, app=self.app.name, category=tpl["category"], mechanism=tpl["mechanism"],
-                              expected_alerts=list(tpl.get("alerts", [])), difficulty=tpl.get("difficulty", ""),
                               template=tpl["id"], **kw))
 
     # -- target sets ---------------------------------------------------------------------------
@@ -379,21 +385,33 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                         continue
                     if t == "wrong-address":
                         bad = k.default.replace(callee, _typo(callee), 1)
+                        # the failing calls show upstream of s and as the callee's failing calls (callers'
+                        # view, labelled with the callee): both are the fault's symptoms
                         g.add(tpl, f"{s}-wrong-address-{_slug(k.key)}", target=s, culprits=[s], artifact=art,
-                              scope=_scope(app, s), description=desc(target=s, key=k.key, callee=callee),
+                              scope=_scope(app, s, callee=callee), description=desc(target=s, key=k.key, callee=callee),
                               probe=Probe(kind="edge_error_ratio_max", caller=s, callee=callee, threshold=P["probe_threshold"]),
                               repairs=[RepairOption(tool="set_config", args={"target": s, "key": k.key, "value": k.default}),
                                        RepairOption(tool="rollback", args={"service": s})],
                               realisation=Realisation(kind="config", service=s, target=s, key=k.key, value=bad))
                     elif t == "missing-env":
+                        # compiled services refuse to start without the address (panic, exit 2): the new
+                        # revision crash-loops, the old pods keep serving, only s shows it. Dynamic ones
+                        # start and fail every call to the missing dependency: the errors reach s's callers
+                        # (scope: s and everything upstream) and the error-rate rules, not the crash rules
+                        dynamic = spec.language not in _STARTUP_CHECKED
+                        variant: dict[str, Any] = {}
+                        if dynamic:
+                            variant = {"expected_alerts": list(tpl.get("dynamic_alerts", [])),
+                                       "difficulty": tpl.get("dynamic_difficulty", "").format(callee=callee)}
                         g.add(tpl, f"{s}-missing-env-{_slug(k.key)}", target=s, culprits=[s], artifact=art,
-                              scope=[s], description=desc(target=s, key=k.key),
-                              # compiled services refuse to start without the address (panic, exit 2);
-                              # dynamic ones start and fail every call to the missing dependency
+                              scope=_scope(app, s, callee=callee) if dynamic else [s],
+                              description=(tpl["dynamic_description"] if dynamic else tpl["description"]).format(
+                                  target=s, key=k.key, callee=callee),
                               probe=(Probe(kind="edge_error_ratio_max", caller=s, callee=callee, threshold=0.2)
-                                     if spec.language not in _STARTUP_CHECKED else
+                                     if dynamic else
                                      Probe(kind="rollout_ok", service=s, within_ticks=6) if spec.readiness_probe
                                      else Probe(kind="restarts_stable", service=s, threshold=1, within_ticks=8)),
+                              **variant,
                               repairs=[RepairOption(tool="rollback", args={"service": s}),
                                        RepairOption(tool="set_config", args={"target": s, "key": k.key, "value": k.default})],
                               realisation=Realisation(kind="deploy", service=s, env={k.key: None}, author=_dev(s, t, k.key),

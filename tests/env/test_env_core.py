@@ -191,26 +191,31 @@ def test_pickle_round_trip_continues_identically():
 
 
 def test_render_ansi_and_alert_history_bounds():
-    env = SREMarathonEnv(render_mode="ansi", max_alert_chars=25000, injection_s=720, observation_s=240)
+    big = SREMarathonEnv(max_alert_chars=400_000, injection_s=720, observation_s=240)
+    big.reset(seed=1)
+    for _ in range(6):
+        obs_big, *_ = big.step("[]")
+    hist = big.marathon.alert_engine.history()
+    assert json.loads(obs_big["alerts_json"]) == hist           # with room, the whole history verbatim
+    # a cap between what the pending/firing alerts need and the whole history: the oldest resolved ones go
+    need = len(json.dumps([a for a in hist if a["state"] in ("pending", "firing")]))
+    cap = (need + len(obs_big["alerts_json"])) // 2
+    assert need + 200 < cap < len(obs_big["alerts_json"])
+    env = SREMarathonEnv(render_mode="ansi", max_alert_chars=cap, injection_s=720, observation_s=240)
     env.reset(seed=1)
     for _ in range(6):
         obs, *_ = env.step("[]")
     text = env.render()
     assert isinstance(text, str) and text.startswith("# SRE marathon")
-    hist = env.marathon.alert_engine.history()
+    assert env.marathon.alert_engine.history() == hist
     alerts = json.loads(obs["alerts_json"])
-    assert len(obs["alerts_json"]) <= 25000
+    assert len(obs["alerts_json"]) <= cap
     marker = alerts[0] if "omitted_resolved" in alerts[0] else None
     shown = alerts[1:] if marker else alerts
     active = [a for a in hist if a["state"] in ("pending", "firing")]
     assert all(a in shown for a in active)                      # active alerts are never left out
     assert shown == [a for a in hist if a in shown]             # oldest first, as in the history
     assert len(shown) < len(hist) and marker["omitted_resolved"] == len(hist) - len(shown)
-    big = SREMarathonEnv(max_alert_chars=400_000, injection_s=720, observation_s=240)
-    big.reset(seed=1)
-    for _ in range(6):
-        obs_big, *_ = big.step("[]")
-    assert json.loads(obs_big["alerts_json"]) == hist           # with room, the whole history verbatim
     assert SREMarathonEnv(**SHORT).render() is None
 
 

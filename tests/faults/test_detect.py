@@ -15,6 +15,39 @@ def _fault(app, fid):
     return next(f for f in load_catalogue(app) if f.id == fid)
 
 
+def test_dynamic_missing_env_reaches_the_callers_and_is_attributed(as_fresh):
+    # frontend (TypeScript) starts without CHECKOUT_ADDR and fails every checkout call: the errors show at
+    # its caller, the entry proxy, which must be in the scope (it was not: scope [frontend] only, and the
+    # first frontend alert came 345 s after injection, too late for a 240 s occurrence)
+    f = _fault("astronomy-shop", "as-config-frontend-missing-env-checkout-addr")
+    assert "frontend-proxy" in f.scope and "KubePodCrashLooping" not in f.expected_alerts
+    d = detect_fault(f, as_fresh)
+    assert d.ok and d.detect_s <= LIMIT_S and d.service in f.scope, d
+
+
+def test_compiled_missing_env_keeps_the_crash_variant():
+    f = _fault("astronomy-shop", "as-config-checkout-missing-env-cart-addr")   # Go: panics at start
+    assert f.scope == ["checkout"] and "KubePodCrashLooping" in f.expected_alerts
+
+
+def test_wrong_address_scope_holds_the_callee_whose_calls_fail(as_fresh):
+    # checkout's email address typo'd: order confirmations fail quietly (the order succeeds), so nothing shows
+    # upstream; the callers' view of their calls to email (ServiceCallFailuresHigh, service=email) is the
+    # symptom, so email belongs to the scope (it did not: no attributable alert at all in 780 s)
+    f = _fault("astronomy-shop", "as-config-checkout-wrong-address-email-addr")
+    assert "email" in f.scope and "checkout" in f.scope
+    d = detect_fault(f, as_fresh)
+    assert d.ok and d.service == "email" and d.alertname == "ServiceCallFailuresHigh", d
+
+
+def test_a_slow_low_traffic_edge_alerts_at_its_caller():
+    # 1.2 s added to ts-ui-dashboard -> ts-order-service: too few requests for the callee-wide p99 or the
+    # entry's slow share; the caller's view of that one edge (ServiceCallLatencyHigh) sees it
+    f = _fault("train-ticket", "tt-network-ts-ui-dashboard-ts-order-service-delay")
+    d = detect_fault(f, warm_twin_factory("train-ticket"))
+    assert d.ok and d.alertname == "ServiceCallLatencyHigh" and d.service == "ts-ui-dashboard", d
+
+
 def test_an_alert_outside_the_scope_is_not_attribution(as_fresh):
     # the same OOM fault, its scope and culprits moved elsewhere: the OOM alert names the real service only
     f = _fault("astronomy-shop", "as-resource-cart-memory-oom")
