@@ -114,7 +114,7 @@ class MetricWriter:
         self._flow_layout = -1
         self._slot_row = np.zeros(0, dtype=np.intp)   # cAdvisor row per pod slot (-1: none yet)
         # state families: one constant run per family, re-derived for the objects that changed
-        self._runs: dict[str, tuple[Family, int, int, np.ndarray, int]] = {}   # (family, rows r0:r1, values, start)
+        self._runs: dict[str, list] = {}   # family name -> [family, rows r0:r1, values, start tick]
         self._objects: dict[tuple, tuple[tuple, dict]] = {}   # object -> (signature, {(family, row): value})
         #: family -> [current value per row (NaN: no live series), live mask per row]
         self._cur: dict[str, list[np.ndarray]] = {}
@@ -323,7 +323,7 @@ class MetricWriter:
             else:
                 r0 = r1 = 0
                 dense = np.zeros(0)
-            self._runs[name] = (fam, r0, r1, dense, tick)
+            self._runs[name] = [fam, r0, r1, dense, tick]
 
     def _drop(self, key, dirty: set) -> bool:
         old = self._objects.pop(key, None)
@@ -393,10 +393,11 @@ class MetricWriter:
             return
         if upto > self.store._capacity:
             self.store.set_n_ticks(upto)
-        for name, (fam, r0, r1, dense, start) in self._runs.items():
+        for run in self._runs.values():
+            fam, r0, r1, dense, start = run
             if upto > start and r1 > r0:
                 fam._data[r0:r1, start:upto] = dense[:, None]
-                self._runs[name] = (fam, r0, r1, dense, upto)
+                run[4] = upto
 
     def _pod_series(self, p):
         sim = self.sim
