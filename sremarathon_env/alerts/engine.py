@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
+from operator import itemgetter
 from collections import OrderedDict
 
 import numpy as np
@@ -349,11 +350,17 @@ class PromQLEngine:
                 ent = (0, [], [], [])  # rows done, then matching rows, their label sets, their sort keys
             n = len(fam)
             if ent[0] < n:
-                info = self._row_info(fam, n)
+                info, pos = self._row_info(fam, n)
+                # each matcher reads one value of a row's (name, *label values) tuple; "" where absent
+                mi = [(m, m.op == "=", pos.get(m.name, -1)) for m in sel.matchers]
                 fr, fl, fk = [], [], []
                 for r in range(ent[0], n):
-                    d, lb, k = info[r]
-                    if all(m.matches(d.get(m.name, "")) for m in sel.matchers):
+                    va, lb, k = info[r]
+                    for m, eq, i in mi:
+                        v = va[i] if i >= 0 else ""
+                        if not (v == m.value if eq else m.matches(v)):
+                            break
+                    else:
                         fr.append(r)
                         fl.append(lb)
                         fk.append(k)
@@ -398,17 +405,32 @@ class PromQLEngine:
             raise QueryError("too_expensive", f"query touches more than {self.limits.max_series} series")
         return parts, labels
 
-    def _row_info(self, fam, n: int) -> list:
-        """(labels dict, label set, sort key) of each row of a family, made once per row."""
+    def _row_info(self, fam, n: int) -> tuple[list, dict]:
+        """((name and label values, label set, sort key) of each row of a family, made once per row; the
+        position of each label name in the first item).
+
+        The label set is the sorted (name, value) pairs without empty values: names are the family's,
+        sorted once, and each row's values are put in that order with one ``itemgetter`` call."""
         ent = self._rows_of.get(id(fam))
         if ent is None or ent[0] is not fam:
-            ent = self._rows_of[id(fam)] = (fam, [])
-        info = ent[1]
+            names = ("__name__",) + tuple(fam.label_names)
+            order = sorted(range(len(names)), key=names.__getitem__)
+            snames = tuple(names[i] for i in order)
+            pick = (lambda va: (va[0],)) if len(order) == 1 else itemgetter(*order)
+            pos = {nm: i for i, nm in enumerate(names)}
+            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick)
+        _, info, pos, snames, pick = ent
+        name = (fam.name,)
+        lvs = fam._label_values
         for r in range(len(info), n):
-            d = fam.labels(r)
-            lb = tuple(sorted((k, v) for k, v in d.items() if v != ""))
-            info.append((d, lb, _sort_key(lb)))
-        return info
+            va = name + tuple(lvs[r])
+            pv = pick(va)
+            if "" in pv:
+                lb = tuple((a, b) for a, b in zip(snames, pv) if b != "")
+            else:
+                lb = tuple(zip(snames, pv))
+            info.append((va, lb, _sort_key(lb)))
+        return info, pos
 
     @staticmethod
     def _select_grow(fam_ent, aux, prev_labels):
