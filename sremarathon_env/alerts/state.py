@@ -379,6 +379,14 @@ class AlertEngine:
         h = self._history
         return len(log), [(k, h[k].shared_dict()) for k in dict.fromkeys(log[pos:])]
 
+    def changed_alerts_since(self, pos: int) -> tuple[int, list[tuple[tuple[int, str], "_Alert"]]]:
+        """As `changes_since`, with the live alert objects instead of their dicts (nothing rendered; a reader
+        takes ``labels``, ``fingerprint``, ``state``, ``active_at_ms`` or calls ``shared_dict()`` when it needs
+        the dict). The objects are SHARED and change in place: read-only by contract."""
+        log = self._changelog
+        h = self._history
+        return len(log), [(k, h[k]) for k in dict.fromkeys(log[pos:])]
+
     def changed_texts_since(self, pos: int) -> tuple[int, list[tuple[tuple[int, str], str, str]]]:
         """As `changes_since`, with (key, state as in the dict, ``json_text``) instead of the dicts."""
         log = self._changelog

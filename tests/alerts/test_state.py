@@ -54,6 +54,21 @@ def test_pending_firing_resolved_and_refire(tmp_path):
     assert eng.evaluate_until(210) == []  # nothing evaluated twice
 
 
+def test_changed_alerts_since_follows_changes_since(tmp_path):
+    values = [0, 9, 9, 9, 9, 9, 1, 9, 1, 9, 9, 9, 9, 9, 9]
+    eng = _engine(tmp_path, values)
+    pos_d = pos_a = 0
+    for t in (30, 60, 90, 120, 150, 210, 210):
+        eng.evaluate_until(t)
+        pos_d, dicts = eng.changes_since(pos_d)
+        pos_a, objs = eng.changed_alerts_since(pos_a)
+        assert pos_a == pos_d
+        assert [k for k, _ in objs] == [k for k, _ in dicts]
+        for (_, a), (_, d) in zip(objs, dicts):
+            assert a.shared_dict() is d and a.fingerprint == d["fingerprint"]
+    assert eng.changed_alerts_since(pos_a) == (pos_a, [])
+
+
 def test_incremental_equals_single_pass():
     sim = faulted_run()
     pack = load_rule_pack()
