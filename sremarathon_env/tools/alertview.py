@@ -53,13 +53,14 @@ class AlertView:
             v = cls(engine)
         return v
 
-    def __init__(self, engine: Any):
+    def __init__(self, engine: Any, objects: bool | None = None):
+        """``objects``: follow ``changed_alerts_since`` (None: when the engine has it) or ``changes_since``."""
         # held weakly: the registry's values must not keep their keys (the engines and their stores) alive
         try:
             self._engine = weakref.ref(engine)
         except TypeError:
             self._engine = lambda: engine
-        self._objects = hasattr(engine, "changed_alerts_since")
+        self._objects = hasattr(engine, "changed_alerts_since") if objects is None else bool(objects)
         self._pos = 0
         self._src: dict[Any, Any] = {}            # key -> alert object, or its shared dict
         self._active: dict[Any, Any] = {}         # the same, of the alerts now pending or firing

@@ -31,7 +31,7 @@ def test_view_equals_engine_rebuilds_through_a_marathon(objects):
     eng = env.unwrapped.marathon.alert_engine
     if objects and not hasattr(eng, "changed_alerts_since"):
         eng.changed_alerts_since = _objects_log(eng)
-        AlertView._views.pop(eng, None)  # the reset's observation made a view without it
+    AlertView._views[eng] = AlertView(eng, objects=objects)  # replaces the view the reset's observation made
     view = AlertView.of(eng)
     assert view is AlertView.of(eng) and view._objects == objects
     rng = np.random.default_rng(1)
