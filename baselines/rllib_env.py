@@ -15,6 +15,9 @@ worker (exact for sync vectorisation) and is set exactly for any vectorisation m
 `StreamCallbacks` (``on_environment_created``), which also bumps ``generation`` when RLlib
 recreates a failed env so the replacement does not replay the same scenarios.
 
+GC: with ``tune_gc`` (default) `make_env` sets rollout thresholds for the garbage collector of its process
+(`wrappers.gc_policy.tune_gc`: an env runner only steps marathons; the same results, ~3 ms less per step).
+
 Infrastructure failures (a lost connection to a live cluster, a timeout, `InfrastructureError` or
 any exception with ``infrastructure = True``) are never scored: with ``on_infra_failure="recreate"``
 (the default under RLlib) the step raises RLlib's ``StepFailedRecreateEnvError`` so the runner's
@@ -53,8 +56,9 @@ DEFAULT_ENV_CONFIG: dict[str, Any] = {
     "injection_s": 1200,
     "observation_s": 480,
     "reference_run": False,     # the no-action reference run only feeds the report's degradation figure
+    "tune_gc": True,            # rollout GC thresholds for this process (wrappers.gc_policy): ~3 ms less per step
 }
-_OURS = ("seed", "on_infra_failure", "num_envs", "sub_index")
+_OURS = ("seed", "on_infra_failure", "num_envs", "sub_index", "tune_gc")
 
 #: per-process count of sub-envs built per worker index (sync vectorisation builds them in order)
 _built: dict[int, itertools.count] = {}
@@ -161,6 +165,10 @@ def make_env(env_config: Any = None) -> gym.Env:
     sub = ours.get("sub_index")
     if sub is None:
         sub = next(_built.setdefault(worker, itertools.count()))
+    if ours.get("tune_gc"):   # env runners are processes that only step marathons (local mode: the driver's too)
+        from wrappers.gc_policy import tune_gc
+
+        tune_gc()
     core = SREMarathonEnv(**kwargs)
     return RLlibEnv(RLView(core), seed=ours["seed"], worker_index=worker, sub_index=sub,
                     on_infra_failure=ours["on_infra_failure"])

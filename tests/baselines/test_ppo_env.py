@@ -223,3 +223,19 @@ def test_rllib_drops_the_infra_failed_episode_and_recreates_the_env(tmp_path):
     # the broken episode (2 steps) is not among the results; every returned episode is whole
     assert [(len(e), float(e.get_return()), bool(e.is_done)) for e in episodes] == [(5, 5.0, True)] * 3
     assert float(metrics["num_env_step_failures"].peek()) == 1.0
+
+
+def test_make_env_sets_rollout_gc_thresholds_unless_told_not_to():
+    import gc
+
+    from wrappers.gc_policy import ROLLOUT_THRESHOLDS
+
+    old = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        make_env({"tune_gc": False, "injection_s": 240, "observation_s": 240}).close()
+        assert gc.get_threshold() == (700, 10, 10)
+        make_env({"injection_s": 240, "observation_s": 240}).close()
+        assert gc.get_threshold() == ROLLOUT_THRESHOLDS
+    finally:
+        gc.set_threshold(*old)
