@@ -32,6 +32,8 @@ reads; families only grow by appending rows). While the signature holds, a call 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from . import syntax as S
@@ -499,6 +501,7 @@ class PackPlan:
         self._name_sig: dict[str, tuple] = {}
         self._visits: list = []
         self.builds = 0
+        self.build_cpu_s = 0.0  # CPU seconds spent in rebuilds (a diagnostic for the bench; never in results)
         self.kept = 0  # rules whose nodes a rebuild kept
         # rows left out of every selector because they cannot have a sample in any window the plan reads
         # (families read through @ or a subquery, and name-less selectors, never leave any row out)
@@ -935,7 +938,9 @@ class PackPlan:
         self._check_excluded(t_min)
         sig = self.signature()
         if sig != self._sig or self._excl_dirty:
+            c0 = time.process_time()
             self._build(t_min)
+            self.build_cpu_s += time.process_time() - c0
             self._sig = sig
             self._excl_dirty = False
         ctx = self.promql.new_context(times, self.promql.default_step_ms)
