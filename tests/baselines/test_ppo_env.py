@@ -233,9 +233,9 @@ def test_make_env_sets_rollout_gc_thresholds_unless_told_not_to():
     old = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)
-        make_env({"tune_gc": False, "injection_s": 240, "observation_s": 240}).close()
+        make_env({"tune_gc": False, "injection_s": 240, "observation_s": 240, "sub_index": 0}).close()
         assert gc.get_threshold() == (700, 10, 10)
-        make_env({"injection_s": 240, "observation_s": 240}).close()
+        make_env({"injection_s": 240, "observation_s": 240, "sub_index": 0}).close()
         assert gc.get_threshold() == ROLLOUT_THRESHOLDS
     finally:
         gc.set_threshold(*old)
