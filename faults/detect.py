@@ -105,16 +105,10 @@ def detect(app: str, faults: list[Fault] | None = None, *, seed: int = 0,
     """`detect_fault` for every fault of ``app`` (or the given ones), each in its own copy of one warm twin."""
     from faults.catalogue import load_catalogue
 
+    from faults.validate import each_fault
+
     fs = faults if faults is not None else load_catalogue(app)
     fresh = warm_twin_factory(app, seed)
-    outs = []
-    for f in fs:
-        try:
-            d = detect_fault(f, fresh)
-        except Exception as exc:  # noqa: BLE001 - a failing fault is reported, not fatal
-            d = Detection(f.id, f.app, f.category, bool(getattr(f, "silent", False)), None,
-                          detail=f"error: {type(exc).__name__}: {exc}")
-        outs.append(d)
-        if progress:
-            progress(d)
-    return outs
+    return each_fault(fs, lambda f: detect_fault(f, fresh),
+                      lambda f, why: Detection(f.id, f.app, f.category, bool(getattr(f, "silent", False)), None,
+                                               detail=why), progress)

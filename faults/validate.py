@@ -170,16 +170,25 @@ def validate(app: str, faults: list[Fault] | None = None, *, seed: int = 0,
     t0 = time.perf_counter()
     fs = faults if faults is not None else load_catalogue(app)
     fresh = twin_factory(app, seed)
+    outs = each_fault(fs, lambda f: validate_fault(f, fresh),
+                      lambda f, why: Outcome(f.id, f.app, f.category, False, why), progress)
+    return outs, time.perf_counter() - t0
+
+
+def each_fault(faults: list[Fault], check: Callable[[Fault], Any], failed: Callable[[Fault, str], Any],
+               progress: Callable[[Any], None] | None = None) -> list[Any]:
+    """``check(f)`` for every fault in order; an exception becomes ``failed(f, "error: ...")`` (a failing fault
+    is reported, not fatal); ``progress`` sees each result as it comes."""
     outs = []
-    for f in fs:
+    for f in faults:
         try:
-            o = validate_fault(f, fresh)
-        except Exception as exc:  # noqa: BLE001 - a failing fault is reported, not fatal
-            o = Outcome(f.id, f.app, f.category, False, f"error: {type(exc).__name__}: {exc}")
+            o = check(f)
+        except Exception as exc:  # noqa: BLE001 - reported in the result
+            o = failed(f, f"error: {type(exc).__name__}: {exc}")
         outs.append(o)
         if progress:
             progress(o)
-    return outs, time.perf_counter() - t0
+    return outs
 
 
 def summary(outcomes: list[Outcome]) -> dict[tuple[str, str], tuple[int, int]]:

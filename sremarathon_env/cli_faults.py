@@ -193,21 +193,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("--category", choices=CATEGORIES)
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(func=cmd_list)
-    pv = fs.add_parser("validate", help="inject every fault alone into a healthy twin and check it")
-    pv.add_argument("--app", default=None)
-    pv.add_argument("--category", choices=CATEGORIES)
-    pv.add_argument("--limit", type=int, default=0, help="validate only the first N faults per app")
-    pv.add_argument("--seed", type=int, default=0)
-    pv.add_argument("--show", type=int, default=40, help="failures to print")
-    pv.set_defaults(func=cmd_validate)
-
-    pd = fs.add_parser("detect", help="inject every fault alone with the rule pack: does an attributable alert fire?")
-    pd.add_argument("--app", default=None)
-    pd.add_argument("--category", choices=CATEGORIES)
-    pd.add_argument("--limit", type=int, default=0, help="only the first N faults per app")
-    pd.add_argument("--seed", type=int, default=0)
-    pd.add_argument("--show", type=int, default=40, help="late or undetected faults to print")
-    pd.set_defaults(func=cmd_detect)
+    for name, func, text, show in (
+            ("validate", cmd_validate, "inject every fault alone into a healthy twin and check it", "failures to print"),
+            ("detect", cmd_detect, "inject every fault alone with the rule pack: does an attributable alert fire?",
+             "late or undetected faults to print")):
+        pv = fs.add_parser(name, help=text)
+        pv.add_argument("--app", default=None)
+        pv.add_argument("--category", choices=CATEGORIES)
+        pv.add_argument("--limit", type=int, default=0, help="only the first N faults per app")
+        pv.add_argument("--seed", type=int, default=0)
+        pv.add_argument("--show", type=int, default=40, help=show)
+        pv.set_defaults(func=func)
 
     ps = sub.add_parser("schedule", help="print a marathon schedule and its digest, or calibration figures")
     ps.add_argument("--app", default=None)
