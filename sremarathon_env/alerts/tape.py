@@ -48,7 +48,11 @@ _EXTRAPOLATED = (0, 1, 2)
 class Tape:
     """Running per-series summaries over the columns of a ``MetricStore``."""
 
-    def __init__(self, store, capacity: int = 512):
+    def __init__(self, store, capacity: int | None = None):
+        """``capacity``: columns to allocate; by default the store's own (a marathon's ticks), so the tape only
+        grows in time when the store does (each growth copies every summary array)."""
+        if capacity is None:
+            capacity = int(getattr(store, "capacity", 0) or 512) + 1
         self.store = store
         self.N = 0  # columns processed
         self._key: dict[tuple[int, int], int] = {}
@@ -140,7 +144,10 @@ class Tape:
         old = (self.V, self.CS, self.PV, self.POS, self.PREV, self.RC, self.CC, self.LR)
         fills = (np.nan, 0, -1, 0, 0.0, 0, 0, 0)
         s, t = self.cap_s, self.cap_t
-        S2, T2 = max(n_slots, 2 * s if n_slots > s else s), max(cap, 2 * t if cap > t else t)
+        # slots: doubling, and a quarter of headroom over a jump (the first selectors register most series at
+        # once; pods that come later add rows): fewer copies of every array
+        S2 = max(n_slots + n_slots // 4, 2 * s) if n_slots > s else s
+        T2 = max(cap, 2 * t if cap > t else t)
         self.cap_s, self.cap_t = S2, T2
         arrays = []
         for o, fill in zip(old, fills):

@@ -98,6 +98,11 @@ class MetricStore:
         self._order.append(fam)
         return fam
 
+    @property
+    def capacity(self) -> int:
+        """Columns allocated (ticks writable without growing); readers may size their own arrays to it."""
+        return self._capacity
+
     def families(self, name: str) -> list[Family]:
         return list(self._families.get(name, ()))
 

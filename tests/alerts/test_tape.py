@@ -95,3 +95,22 @@ def test_slots_of_agrees_with_slots_and_shares_slots():
     assert t2.slots([(a, 3), (b, 0)]).tolist() == [2, 5]
     assert t2.slots_of([(b, np.array([0, 2])), (a, np.array([0]))]).tolist() == [5, 3, 6]
     assert t2._pending == list(range(7))
+
+
+def test_tape_sized_by_the_store_and_slot_growth_keeps_every_summary():
+    store = _store(5, 40, 70)
+    fam = store.families("c_total")[0]
+    assert Tape(store).cap_t == store.capacity + 1   # a marathon's columns: no growth in time
+    whole = Tape(store)
+    whole.slots([(fam, r) for r in range(40)])
+    whole.sync()
+    grown = Tape(store, capacity=4)                  # grows in time and, batch by batch, in slots
+    for lo in range(0, 40, 7):
+        grown.slots([(fam, r) for r in range(lo, min(lo + 7, 40))])
+        grown.sync(min(70, 10 + 2 * lo))
+    grown.sync()
+    assert grown.cap_s >= 40 and grown.cap_t >= 70
+    for name in ("V", "CS", "PV", "POS", "PREV", "RC", "CC", "LR"):
+        a, b = getattr(whole, name), getattr(grown, name)
+        n = 71 if name == "CS" else 70
+        assert np.array_equal(a[:40, :n], b[:40, :n], equal_nan=name in ("V", "PREV")), name
