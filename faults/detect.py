@@ -28,7 +28,7 @@ from faults.model import Fault
 from faults.orchestrator import MAX_DURATION_S, MIN_DURATION_S
 from faults.realise import inject
 
-GRACE_S = 60.0                       # scoring.params.ScoreParams.grace_s (its default)
+GRACE_S = 60.0                       # the scorer's default grace (scoring.params.Params.grace_s)
 LIMIT_S = MIN_DURATION_S + GRACE_S   # the shortest occurrence's window for an attributable alert
 HORIZON_S = MAX_DURATION_S + GRACE_S  # how long a run watches for the first alert
 WARMUP_S = 600.0                     # history before injection: every range window of the pack is filled

@@ -71,3 +71,11 @@ def test_one_fault_per_template_is_detectable_online_boutique():
     late = {d.fault_id for d in found if not d.ok}
     assert late <= KNOWN_LATE_OB, [(d.fault_id, d.detect_s, d.detail) for d in found if d.fault_id in late]
     assert len(found) == len(first) >= 20
+
+
+def test_the_window_uses_the_scorers_grace_and_the_shortest_duration():
+    from faults.detect import GRACE_S
+    from faults.orchestrator import MIN_DURATION_S
+    from scoring.params import Params
+
+    assert GRACE_S == Params().grace_s and LIMIT_S == MIN_DURATION_S + GRACE_S
