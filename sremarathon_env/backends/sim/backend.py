@@ -295,6 +295,30 @@ class SimBackend:
         return [EntryEvidence((k0 + k) * self.tick_s, float(total[k]), float(fail[k]), float(slow[k]), float(deg[k]))
                 for k in range(len(total))]
 
+    def _advance_lag(self, edge_rate: np.ndarray, Kc: int, dt: float) -> np.ndarray:
+        """Consumer lag of each async edge after each of ``Kc`` ticks (the consumers drain up to 1.5x what is
+        produced, less under ``consumer_slow``, nothing without a ready pod); advances ``_lag``."""
+        m = self.m
+        lag_block = np.zeros((Kc, len(self._lag)))
+        for k in range(Kc if len(self._lag) else 0):
+            for i, e in enumerate(m.async_edges):
+                callee = m.edges[e][1]
+                produced = edge_rate[k, e] * dt
+                cap = produced * 1.5 / self.res.consumer_slow[callee] if self.ready_count[callee] > 0 else 0.0
+                self._lag[i] = max(0.0, self._lag[i] + produced - min(cap, self._lag[i] + produced))
+            lag_block[k] = self._lag
+        return lag_block
+
+    def _state_rows(self, rows: np.ndarray, mem: np.ndarray, running: np.ndarray, sl, lag_block: np.ndarray) -> None:
+        """Fill a block's per-service state fields: memory utilisation, consumer lag, ready, desired, restarts."""
+        rows[:, 5] = self._mem_util(mem, running, sl)
+        rows[:, 6] = 0.0
+        for i, s_ in enumerate(self._lag_callee):
+            rows[:, 6, s_] += lag_block[:, i]
+        rows[:, 7] = self.ready_count
+        rows[:, 8] = self._desired
+        rows[:, 9] = self._restarts
+
     def _run_block_deferred(self, k0: int, K: int, dt: float) -> list[None]:
         """`_run_block` of a deferred run (see `begin_deferred`): everything but the traffic numbers."""
         c = self.cluster
@@ -317,22 +341,9 @@ class SimBackend:
                 task_rate, edge_rate, mem, over = task_rate[:cut], edge_rate[:cut], mem[:cut], over[:cut]
         Kc = cut
         self.pod_mem[sl] = mem[-1]
-        lag_block = np.zeros((Kc, len(self._lag)))
-        for k in range(Kc if len(self._lag) else 0):
-            for i, e in enumerate(m.async_edges):
-                callee = m.edges[e][1]
-                produced = edge_rate[k, e] * dt
-                cap = produced * 1.5 / self.res.consumer_slow[callee] if self.ready_count[callee] > 0 else 0.0
-                self._lag[i] = max(0.0, self._lag[i] + produced - min(cap, self._lag[i] + produced))
-            lag_block[k] = self._lag
+        lag_block = self._advance_lag(edge_rate, Kc, dt)
         rows = np.empty((Kc, len(SVC_FIELDS), m.S))
-        rows[:, 5] = self._mem_util(mem, running, sl)
-        rows[:, 6] = 0.0
-        for i, s_ in enumerate(self._lag_callee):
-            rows[:, 6, s_] += lag_block[:, i]
-        rows[:, 7] = self.ready_count
-        rows[:, 8] = self._desired
-        rows[:, 9] = self._restarts
+        self._state_rows(rows, mem, running, sl, lag_block)
         h = self.history
         if k0 + Kc > h.cap:   # live reads index the current tick's row (their rates wait; state fields are live)
             h._grow(k0 + Kc)
@@ -435,26 +446,13 @@ class SimBackend:
             self.pod_util[sl] = util[-1]
         else:
             cpu = per = thr = None
-        lag_block = np.zeros((Kc, len(self._lag)))
-        for k in range(Kc if len(self._lag) else 0):
-            for i, e in enumerate(m.async_edges):
-                callee = m.edges[e][1]
-                produced = out.edge_rate[k, e] * dt
-                cap = produced * 1.5 / self.res.consumer_slow[callee] if self.ready_count[callee] > 0 else 0.0
-                self._lag[i] = max(0.0, self._lag[i] + produced - min(cap, self._lag[i] + produced))
-            lag_block[k] = self._lag
+        lag_block = self._advance_lag(out.edge_rate, Kc, dt)
         self.writer.write_flows(k0, Kc, dt, out, cpu, per, thr, mem, running, lag_block, self.uh_edge)
         rows = np.empty((Kc, len(SVC_FIELDS), m.S))
         into = self._svc_in(self._into_cols(out))
         rows[:, :4] = into[:, :4]
         rows[:, 4] = out.svc_rho
-        rows[:, 5] = self._mem_util(mem, running, sl)
-        rows[:, 6] = 0.0
-        for i, s_ in enumerate(self._lag_callee):
-            rows[:, 6, s_] += lag_block[:, i]
-        rows[:, 7] = self.ready_count
-        rows[:, 8] = self._desired
-        rows[:, 9] = self._restarts
+        self._state_rows(rows, mem, running, sl, lag_block)
         rows[:, 10:12] = into[:, 4:]
         self.history.record(k0, out, self.ready_count, self.res.edge_reason, self.inputs.e_app, rows)
         if over[-1].any():
