@@ -127,36 +127,36 @@ class Tape:
             outs.append(got)
         return np.concatenate(outs) if outs else np.zeros(0, dtype=np.intp)
 
+    #: the summary arrays, their dtypes
+    _ARRAYS = (("V", np.float64, 0), ("CS", np.int64, 1), ("PV", np.int64, 0), ("POS", np.int64, 0),
+               ("PREV", np.float64, 0), ("RC", np.int64, 0), ("CC", np.int64, 0), ("LR", np.int64, 0))
+
     def _alloc(self, n_slots: int, cap: int) -> None:
+        """Uninitialised arrays: every cell is written before it is read. A slot's columns [0, N) are written
+        when it is synced (new slots from column 0, ``CS[slot, 0] = 0`` included), later columns as the tape
+        extends; a window reads columns below N only (and ``POS`` at ranks below a slot's count: a cell past it
+        is only read where the window is empty, and the value is masked). So rows and columns never used are
+        never touched (no page of them is faulted in) and growing copies only what was written."""
         self.cap_s, self.cap_t = n_slots, cap
-        self.V = np.full((n_slots, cap), np.nan)  # values
-        self.CS = np.zeros((n_slots, cap + 1), dtype=np.int64)  # present samples in columns [0, k)
-        self.PV = np.full((n_slots, cap), -1, dtype=np.int64)  # last present column <= k
-        self.POS = np.zeros((n_slots, cap), dtype=np.int64)  # column of the j-th present sample
-        self.PREV = np.zeros((n_slots, cap))  # value of the previous present sample (0 if none)
-        self.RC = np.zeros((n_slots, cap), dtype=np.int64)  # counter resets in columns [0, k]
-        self.CC = np.zeros((n_slots, cap), dtype=np.int64)  # value changes in columns [0, k]
-        self.LR = np.zeros((n_slots, cap), dtype=np.int64)  # last reset column <= k (0 if none)
+        # V: values; CS: present samples in columns [0, k); PV: last present column <= k; POS: column of the
+        # j-th present sample; PREV: value of the previous present sample (0 if none); RC: counter resets in
+        # columns [0, k]; CC: value changes in columns [0, k]; LR: last reset column <= k (0 if none)
+        for name, dt, extra in self._ARRAYS:
+            setattr(self, name, np.empty((n_slots, cap + extra), dtype=dt))
 
     def _grow(self, n_slots: int, cap: int) -> None:
-        """Larger arrays holding the old ones; every other cell gets the initial value ``_alloc`` gives it
-        (each cell is written once, not filled and then overwritten)."""
-        old = (self.V, self.CS, self.PV, self.POS, self.PREV, self.RC, self.CC, self.LR)
-        fills = (np.nan, 0, -1, 0, 0.0, 0, 0, 0)
+        """Larger (uninitialised, see ``_alloc``) arrays holding what was written of the old ones."""
         s, t = self.cap_s, self.cap_t
-        # slots: doubling, and a quarter of headroom over a jump (the first selectors register most series at
-        # once; pods that come later add rows): fewer copies of every array
-        S2 = max(n_slots + n_slots // 4, 2 * s) if n_slots > s else s
+        # slots: doubling, and as much headroom over a jump (the first selectors register most series at once;
+        # pods that come later add rows): rows never used cost no memory traffic, a growth copies every array
+        S2 = max(2 * n_slots, 2 * s) if n_slots > s else s
         T2 = max(cap, 2 * t if cap > t else t)
-        self.cap_s, self.cap_t = S2, T2
-        arrays = []
-        for o, fill in zip(old, fills):
-            a = np.empty((S2, T2 + (o.shape[1] - t)), dtype=o.dtype)
-            a[: o.shape[0], : o.shape[1]] = o
-            a[: o.shape[0], o.shape[1]:] = fill
-            a[o.shape[0]:] = fill
-            arrays.append(a)
-        self.V, self.CS, self.PV, self.POS, self.PREV, self.RC, self.CC, self.LR = arrays
+        S, N = len(self._row_of), self.N
+        old = {name: getattr(self, name) for name, _, _ in self._ARRAYS}
+        self._alloc(S2, T2)
+        keep = min(S, s)  # slots synced so far (a slot registered since has no column yet)
+        for name, _, extra in self._ARRAYS:
+            getattr(self, name)[:keep, : N + extra] = old[name][:keep, : N + extra]
 
     def _fam_groups(self, slots: np.ndarray):
         fam_of = np.asarray(self._fam_of, dtype=np.intp)[slots]
@@ -204,6 +204,8 @@ class Tape:
         if K <= 0 or not len(idx):
             return True
         g0 = c0 - 1 if c0 > 0 else c0
+        if c0 == 0:
+            self.CS[sl, 0] = 0
         B = np.empty((len(idx), c1 - g0))
         for fam, m, rows in groups:
             B[m] = fam._data[rows, g0:c1]

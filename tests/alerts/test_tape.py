@@ -110,7 +110,44 @@ def test_tape_sized_by_the_store_and_slot_growth_keeps_every_summary():
         grown.sync(min(70, 10 + 2 * lo))
     grown.sync()
     assert grown.cap_s >= 40 and grown.cap_t >= 70
-    for name in ("V", "CS", "PV", "POS", "PREV", "RC", "CC", "LR"):
+    for name in ("V", "CS", "PV", "PREV", "RC", "CC", "LR"):
         a, b = getattr(whole, name), getattr(grown, name)
         n = 71 if name == "CS" else 70
         assert np.array_equal(a[:40, :n], b[:40, :n], equal_nan=name in ("V", "PREV")), name
+    for s in range(40):   # POS: the column of each present sample (ranks past a slot's count are never read)
+        c = int(whole.CS[s, 70])
+        assert np.array_equal(whole.POS[s, :c], grown.POS[s, :c])
+
+
+class _PoisonTape(Tape):
+    """A tape whose arrays start full of junk: a cell read before it is written shows in the results."""
+
+    def _alloc(self, n_slots, cap):
+        super()._alloc(n_slots, cap)
+        for name, dt, _ in self._ARRAYS:
+            getattr(self, name)[...] = np.nan if dt == np.float64 else -(2 ** 40) + 7
+
+
+def test_every_cell_is_written_before_it_is_read():
+    # the arrays are not initialised (rows and columns never used are never touched): junk in them must not
+    # change any result, through slot and time growth, new slots arriving late and windows of every kind
+    store = _store(7, 30, 120)
+    fam = store.families("c_total")[0]
+    windows = [(name, r, o) for name in CODES for r, o in ((300_000, 0), (900_000, 60_000), (3_600_000, 0))]
+    tape = _PoisonTape(store, capacity=8)
+    assert np.isnan(tape.V).all()
+    for a in range(0, 120, 8):
+        n_rows = min(30, 4 + a // 4)   # series registered batch by batch, as pods appear
+        rows = np.arange(n_rows)
+        slots = tape.slots([(fam, int(r)) for r in rows])
+        spec = KernelSpec(np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], n_rows),
+                          np.repeat([w[2] for w in windows], n_rows), np.repeat([CODES[w[0]] for w in windows], n_rows))
+        times = np.arange(a, a + 8, dtype=np.int64) * ST
+        tape.sync(a + 8)
+        v, p = window_kernel(tape, spec, times, 0, ST)
+        for k, (name, r, o) in enumerate(windows):
+            rv, rp = _reference(store, fam, rows, name, r, o, times)
+            sl = slice(n_rows * k, n_rows * (k + 1))
+            assert np.array_equal(p[sl], rp), (name, r, o, a)
+            assert np.where(rp, rv, 0.0).tobytes() == np.where(rp, v[sl], 0.0).tobytes(), (name, r, o, a)
+    assert tape.resets == 0 and tape.cap_s >= 30 and tape.cap_t >= 120
