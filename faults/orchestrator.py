@@ -238,25 +238,40 @@ def arrival_times(rng: np.random.Generator, n: int, window_s: float, slope: floa
 def _pick_category(rng: np.random.Generator, available: list[str]) -> list[str]:
     """A category order for one arrival: the first drawn by the mix, then the rest by the mix."""
     cats = [c for c in CATEGORIES if c in available]
-    w = np.array([CATEGORY_MIX[c] for c in cats], dtype=float)
+    w = [float(CATEGORY_MIX[c]) for c in cats]
     order = []
-    while cats:
-        p = w / w.sum()
-        i = int(rng.choice(len(cats), p=p))
+    while cats:   # (the last choice, among one, still draws from the generator)
+        a = np.array(w)
+        i = int(rng.choice(len(cats), p=a / a.sum()))
         order.append(cats.pop(i))
-        w = np.delete(w, i)
+        w.pop(i)
     return order
 
 
 def fault_min_durations(app: str, faults: list[Fault]) -> dict[str, int]:
-    """`repairable_min_s` of each fault (``MIN_DURATION_S`` for all when the app model is not available)."""
+    """`repairable_min_s` of each fault (``MIN_DURATION_S`` for all when the app model is not available).
+    Faults are immutable: the values are computed once per fault object and app (a schedule asks for the
+    whole catalogue's)."""
     try:
         from apps import load_app
 
         spec = load_app(app)
     except (KeyError, ValueError, FileNotFoundError):
         return {f.id: MIN_DURATION_S for f in faults}
-    return {f.id: repairable_min_s(f, spec) for f in faults}
+    memo = _MIN_S.setdefault((app, id(spec)), {})
+    out = {}
+    for f in faults:
+        hit = memo.get(id(f))
+        if hit is None or hit[0] is not f:
+            if len(memo) > 20000:
+                memo.clear()
+            hit = memo[id(f)] = (f, repairable_min_s(f, spec))
+        out[f.id] = hit[1]
+    return out
+
+
+#: (app, id of its spec) -> id(fault) -> (fault, repairable_min_s); the fault is kept so that its id stays its own
+_MIN_S: dict[tuple[str, int], dict[int, tuple[Fault, int]]] = {}
 
 
 def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_version: str,
@@ -291,6 +306,7 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
     used: set[str] = set()
     active: list[tuple[int, int, set[str]]] = []   # (start, end, keys)
     out: list[ScheduledFault] = []
+    avail = [c for c in CATEGORIES if by_cat[c]]
     for i in range(n):
         st, d = int(starts[i]), int(durs[i])
         near = [(s0, ks) for (s0, e0, ks) in active if st < e0 and s0 < st + MAX_DURATION_S]
@@ -298,14 +314,17 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
         for s0, ks in near:
             if s0 < st + d:
                 busy |= ks
+        later = [(s0, ks) for s0, ks in near if s0 >= st + d]   # faults starting after this window's end
 
         def free(f: Fault) -> bool:
-            if keys[f.id] & busy:
+            k = keys[f.id]
+            if k & busy:
                 return False
+            if not later:
+                return True
             en = st + max(d, need[f.id])
-            return not any(s0 < en and keys[f.id] & ks for s0, ks in near if s0 >= st + d)
+            return not any(s0 < en and k & ks for s0, ks in later)
 
-        avail = [c for c in CATEGORIES if by_cat[c]]
         chosen = None
         for c in _pick_category(r_pick, avail):
             cand = [f for f in by_cat[c] if f.id not in used and free(f)]

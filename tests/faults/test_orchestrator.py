@@ -129,3 +129,14 @@ def test_repairable_minimum_follows_boot_time():
     assert repairable_min_s(code, spec) == MAX_DURATION_S  # two boots (bad revision, rollback) hit the cap
     ob = load_catalogue("online-boutique")
     assert max(repairable_min_s(f, load_app("online-boutique")) for f in ob) < 400  # fast boots: short windows
+
+
+@pytest.mark.parametrize("app,seed,digest", [
+    ("online-boutique", 0, "c9cd1f1998d9959e40d0ebf978ec3a951ee1d4ae26f6a72618cdaba8e2177942"),
+    ("train-ticket", 3, "772fecf44843e622626515c8740a0098297fec8e2c0b8959ab8d75abf87cf165"),
+    ("astronomy-shop", 7, "8df27f6600cc97cf78b3d40b3af8d014aeb6c31834264f1712c09918b4aa5aa4"),
+])
+def test_schedule_digests_are_pinned(app, seed, digest):
+    """Published leaderboard runs depend on these schedules: a change to the draws (or to their order)
+    must be a deliberate catalogue release, never a side effect of a refactor."""
+    assert build_schedule(app, seed).digest() == digest
