@@ -115,7 +115,9 @@ class MetricWriter:
         self._slot_row = np.zeros(0, dtype=np.intp)   # cAdvisor row per pod slot (-1: none yet)
         # state families: one constant run per family, re-derived for the objects that changed
         self._runs: dict[str, list] = {}   # family name -> [family, rows r0:r1, values, start tick]
-        self._objects: dict[tuple, tuple[tuple, dict]] = {}   # object -> (signature, {(family, row): value})
+        #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value]) (the last three in
+        #: the order the object's series come, None when a row repeats)
+        self._objects: dict[tuple, tuple] = {}
         #: family -> [current value per row (NaN: no live series), live mask per row]
         self._cur: dict[str, list[np.ndarray]] = {}
         self._fams: dict[str, Family] = {}
@@ -339,21 +341,42 @@ class MetricWriter:
 
     def _update(self, key, sig, series, dirty: set) -> bool:
         """Re-derive an object's series when its signature changed; True when it did. Only the families
-        whose entries (row, value) of this object changed become dirty."""
+        whose entries (row, value) of this object changed become dirty. When the object yields the same
+        series (family and labels, in order) as last time - most changes only flip values - the rows are
+        the kept ones and only the values are compared."""
         old = self._objects.get(key)
         if old is not None and old[0] == sig:
             return False
+        items = list(series())
+        if old is not None and old[2] is not None:
+            keys = [it[:2] for it in items]
+            if keys == old[2]:
+                entries, rows, prev_vals = old[1], old[3], old[4]
+                vals = [it[2] for it in items]
+                cur = self._cur
+                for j, value in enumerate(vals):
+                    if prev_vals[j] != value:
+                        name, row = keys[j][0], rows[j]
+                        entries[(name, row)] = value
+                        vl = cur[name]
+                        vl[0][row] = value
+                        vl[1][row] = True
+                        dirty.add(name)
+                self._objects[key] = (sig, entries, keys, rows, vals)
+                return True
         before = {} if old is None else old[1].copy()
         entries = {}
+        rows = []
         fams = self._fams
         cur = self._cur
-        for name, lv, value in series():
+        for name, lv, value in items:
             fam = fams.get(name)
             if fam is None:
                 fam = fams[name] = self.store.family(name, self._labels(name))
             row = fam._index.get(lv)
             if row is None:
                 row = fam.row(lv)
+            rows.append(row)
             entries[(name, row)] = value
             prev = before.pop((name, row), None)
             if prev is None or prev != value:
@@ -368,7 +391,11 @@ class MetricWriter:
             vals[row] = np.nan
             live[row] = False
             dirty.add(name)
-        self._objects[key] = (sig, entries)
+        # (series, rows, values) in order for the next update's fast path; none when a row repeats
+        if len(entries) == len(items):
+            self._objects[key] = (sig, entries, [it[:2] for it in items], rows, [it[2] for it in items])
+        else:
+            self._objects[key] = (sig, entries, None, None, None)
         return True
 
     def _grow_cur(self, name: str, row: int) -> list[np.ndarray]:

@@ -32,7 +32,7 @@ def _check(sim: SimBackend) -> None:
             assert all(fam._index[lv] == row for fam in (w.cpu, w.periods, w.throttled, w.mem))
         # state families: the kept values are exactly the live entries of the objects' series
         live = {name: set() for name in w._cur}
-        for _, entries in w._objects.values():
+        for _, entries, *_ in w._objects.values():
             for (name, row), value in entries.items():
                 vals, is_live = w._cur[name]
                 assert is_live[row] and (vals[row] == value or (np.isnan(vals[row]) and np.isnan(value)))
