@@ -31,7 +31,7 @@ from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, ma
 from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
 from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly
 from sremarathon_env.backends.sim.model import CompiledApp
-from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, _Groups, stack_inputs, take
+from sremarathon_env.backends.sim.traffic import TickInputs, TrafficModel, _Groups, stack_inputs
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum
 from sremarathon_env.telemetry.store import MetricStore
 
@@ -129,7 +129,7 @@ class SimBackend:
         self._tick = 0
         self._now = 0.0
         self._effects_dirty = True
-        self._deferred: list[dict] | None = None   # tick runs whose traffic waits for `end_deferred`
+        self._deferred: list[dict] | None = None   # tick runs whose traffic waits (`advance_to`, `end_deferred`)
         self._blk: tuple | None = None             # per-slot constants of the current flow slots
         self._has_burn = self._has_hog = self._has_leak = False
         self.cluster.run_until(0.0)
@@ -160,28 +160,39 @@ class SimBackend:
         return self._now
 
     def advance_to(self, t: float) -> list[EntryEvidence]:
-        out: list[EntryEvidence] = []
         target = int(math.floor(t / self.tick_s + 1e-9))
         c = self.cluster
-        while self._tick < target:
-            k = self._tick + 1
-            T = k * self.tick_s
-            c.run_until(T)
-            c.check_progress(T)
-            if c.dirty or self._effects_dirty:
-                self._refresh(T, k)
-            # every per-tick number is computed elementwise along the tick axis (running totals one tick
-            # at a time, `seqsum`), so a tick's floats do not depend on where a block starts or ends
-            # (tested): blocks run as long as the cluster is at rest, up to MAX_BATCH ticks. (One
-            # exception in the metric store: a mesh response-code series that first reaches half a request
-            # inside a block is written from the block's first tick, as it always was.)
-            k1 = min(target, k + MAX_BATCH - 1)
-            nxt = c.next_event_time()
-            if nxt < math.inf:
-                k1 = max(k, min(k1, math.ceil(nxt / self.tick_s - 1e-9) - 1))
-            ev = self._run_block(k, k1 - k + 1, self.tick_s)
-            out.extend(ev)
-            self._tick = k + len(ev) - 1
+        # the runs of ticks between cluster changes keep their traffic numbers for one traffic step at
+        # the end of the call (`_settle`; inside a `begin_deferred` span, for `end_deferred`): nothing
+        # reads them before, and every number is elementwise along ticks (the same floats)
+        own = self._deferred is None
+        if own:
+            self._deferred = []
+        n_run = 0
+        try:
+            while self._tick < target:
+                k = self._tick + 1
+                T = k * self.tick_s
+                c.run_until(T)
+                c.check_progress(T)
+                if c.dirty or self._effects_dirty:
+                    self._refresh(T, k)
+                # every per-tick number is computed elementwise along the tick axis (running totals one
+                # tick at a time, `seqsum`), so a tick's floats do not depend on where a block starts or
+                # ends (tested): blocks run as long as the cluster is at rest, up to MAX_BATCH ticks. (One
+                # exception in the metric store: a mesh response-code series that first reaches half a
+                # request inside a block is written from the block's first tick, as it always was.)
+                k1 = min(target, k + MAX_BATCH - 1)
+                nxt = c.next_event_time()
+                if nxt < math.inf:
+                    k1 = max(k, min(k1, math.ceil(nxt / self.tick_s - 1e-9) - 1))
+                n = self._run_block(k, k1 - k + 1, self.tick_s)
+                n_run += n
+                self._tick = k + n - 1
+        finally:
+            if own:
+                runs, self._deferred = self._deferred, None
+        out: list = self._settle(runs) if own else [None] * n_run
         self._now = max(self._now, float(t))
         self.writer.flush(self._tick + 1)
         return out
@@ -226,18 +237,23 @@ class SimBackend:
         along ticks). Between the two calls, only interventions and reads of the live state may
         happen, no health reads of the deferred ticks (nor ``at(t)`` views, logs, traces)."""
         if self.metrics:
-            raise ValueError("deferred traffic needs a twin without metrics (the store is written per block)")
+            raise ValueError("deferred traffic needs a twin without metrics (the store is written per advance)")
         if self._deferred is None:
             self._deferred = []
 
     def end_deferred(self) -> list[EntryEvidence]:
         """Compute the traffic of the ticks run since `begin_deferred`; their entry evidence, in order."""
         runs, self._deferred = self._deferred, None
+        return self._settle(runs)
+
+    def _settle(self, runs: list[dict]) -> list[EntryEvidence]:
+        """The traffic of waiting runs (consecutive ticks), about DEFER_CHUNK ticks per traffic step
+        (whole runs; cache-sized arrays): their history, metric flows and entry evidence, in order."""
         evidence: list[EntryEvidence] = []
         i = 0
-        while i < len(runs):   # whole runs, about MAX_BATCH ticks per traffic step (cache-sized arrays)
+        while i < len(runs):
             j, n = i, 0
-            while j < len(runs) and n < DEFER_CHUNK:
+            while j < len(runs) and n < DEFER_CHUNK and runs[j]["dt"] == runs[i]["dt"]:
                 n += runs[j]["K"]
                 j += 1
             evidence += self._deferred_step(runs[i:j])
@@ -245,8 +261,23 @@ class SimBackend:
         return evidence
 
     def _deferred_step(self, runs: list[dict]) -> list[EntryEvidence]:
-        tr = np.concatenate([r["task_rate"] for r in runs], axis=0)
-        out = self.tm.step(tr, stack_inputs([(r["inputs"], r["K"]) for r in runs]))
+        first = runs[0]
+        if len(runs) == 1:
+            out = self.tm.step(first["task_rate"], first["inputs"])
+        else:
+            tr = np.concatenate([r["task_rate"] for r in runs], axis=0)
+            out = self.tm.step(tr, stack_inputs([(r["inputs"], r["K"]) for r in runs]))
+        dt = first["dt"]
+        if self.metrics:
+            bounds, a = [], 0
+            for r in runs:
+                bounds.append((a, a + r["K"]))
+                a += r["K"]
+            if len(runs) == 1:
+                uh = first["uh"]
+            else:
+                uh = np.repeat(np.stack([r["uh"] for r in runs]), [r["K"] for r in runs], axis=0)
+            self.writer.write_traffic(first["k0"], a, dt, out, uh, bounds)
         into = self._svc_in(self._into_cols(out))
         # the runs are consecutive ticks: the traffic fields are recorded for all of them at once, then
         # each run's own cluster state (ready endpoints, reasons, app errors, epoch) over its ticks
@@ -255,7 +286,6 @@ class SimBackend:
         rows[:, 4] = out.svc_rho
         rows[:, 10:12] = into[:, 4:]
         h = self.history
-        first = runs[0]
         h.record(first["k0"], out, first["ready"], first["reason"], first["inputs"].e_app, rows, epoch=first["epoch"])
         k1 = first["k0"] + first["K"]
         for r in runs[1:]:
@@ -269,7 +299,7 @@ class SimBackend:
         for r in runs:
             for fix in r["after"]:
                 fix()
-        return self._evidence(first["k0"], out)
+        return self._evidence(first["k0"], out, dt)
 
     @staticmethod
     def _into_cols(out) -> np.ndarray:
@@ -285,8 +315,7 @@ class SimBackend:
         np.multiply(r, out.edge_own_lat, out=x[:, 5])
         return x
 
-    def _evidence(self, k0: int, out) -> list[EntryEvidence]:
-        dt = self.tick_s
+    def _evidence(self, k0: int, out, dt: float) -> list[EntryEvidence]:
         req = out.path_req_rate * dt
         total = req.sum(axis=1)
         fail = (req * out.path_fail).sum(axis=1)
@@ -318,51 +347,6 @@ class SimBackend:
         rows[:, 7] = self.ready_count
         rows[:, 8] = self._desired
         rows[:, 9] = self._restarts
-
-    def _run_block_deferred(self, k0: int, K: int, dt: float) -> list[None]:
-        """`_run_block` of a deferred run (see `begin_deferred`): everything but the traffic numbers."""
-        c = self.cluster
-        m = self.m
-        self.store.set_n_ticks(k0 + K)
-        task_rate = self._task_rates(k0, K)
-        _, svc_rate, edge_rate = self.tm.rates(task_rate)
-        sl = self.writer.flow_slots_now()
-        lay = self._layout_arrays(sl)
-        svc = lay[1]
-        ready = self.pod_ready_eff[sl]
-        running = c.p_running[sl] & c.p_active[sl]
-        per_pod_rate = np.where(ready, svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
-        mem = running * self._mem_mi(k0, K, sl, lay, per_pod_rate)
-        over = running & (mem > lay[5])
-        cut = K
-        if over.any():
-            cut = int(np.flatnonzero(over.any(axis=1))[0]) + 1
-            if cut < K:
-                task_rate, edge_rate, mem, over = task_rate[:cut], edge_rate[:cut], mem[:cut], over[:cut]
-        Kc = cut
-        self.pod_mem[sl] = mem[-1]
-        lag_block = self._advance_lag(edge_rate, Kc, dt)
-        rows = np.empty((Kc, len(SVC_FIELDS), m.S))
-        self._state_rows(rows, mem, running, sl, lag_block)
-        h = self.history
-        if k0 + Kc > h.cap:   # live reads index the current tick's row (their rates wait; state fields are live)
-            h._grow(k0 + Kc)
-        run = {"k0": k0, "K": Kc, "task_rate": task_rate, "inputs": self.inputs, "ready": self.ready_count,
-               "reason": self.res.edge_reason, "rows": rows, "epoch": len(h.epochs) - 1, "after": []}
-        self._deferred.append(run)
-        if over[-1].any():
-            k_last = k0 + Kc - 1
-            mem_util = self._oom_kill(over[-1], sl, mem, k_last)
-            restarts = self._restarts
-            h.add_epoch(self._snapshot(), from_tick=k_last)
-            n_epoch = len(h.epochs) - 1
-
-            def fix(k_last=k_last, restarts=restarts, mem_util=mem_util, n_epoch=n_epoch) -> None:
-                h.svc[SVC_FIELDS.index("restarts"), k_last] = restarts
-                h.svc[SVC_FIELDS.index("mem_util"), k_last] = mem_util
-                h.epoch_of[k_last] = n_epoch
-            run["after"].append(fix)
-        return [None] * Kc
 
     def _layout_arrays(self, sl: np.ndarray) -> tuple:
         """Per-slot constants of the pod slots ``sl`` (the writer's flow slots; a new array whenever
@@ -405,30 +389,33 @@ class SimBackend:
         run_now = c.p_running[sl] & c.p_active[sl]
         return self._mem_util(mem[-1:], run_now, sl)[0]
 
-    def _run_block(self, k0: int, K: int, dt: float) -> list[EntryEvidence]:
-        """Ticks ``k0 .. k0+K-1`` under unchanged cluster state (cut short by an OOM kill)."""
-        if self._deferred is not None:
-            return self._run_block_deferred(k0, K, dt)
+    def _run_block(self, k0: int, K: int, dt: float) -> int:
+        """Ticks ``k0 .. k0+K-1`` under unchanged cluster state (cut short by an OOM kill; returns the
+        ticks run): the cluster-side numbers now (memory and OOM kills, CPU counters, queue lag, the
+        state fields), the traffic numbers in a run that waits for `_settle` (at once outside
+        `advance_to`: the warm tick)."""
         c = self.cluster
         m = self.m
         self.store.set_n_ticks(k0 + K)
-        out = self.tm.step(self._task_rates(k0, K), self.inputs)
+        task_rate = self._task_rates(k0, K)
+        _, svc_rate, edge_rate = self.tm.rates(task_rate)   # the floats `TrafficModel.step` gives them
         sl = self.writer.flow_slots_now()
         lay = self._layout_arrays(sl)
         svc = lay[1]
         ready = self.pod_ready_eff[sl]
         running = c.p_running[sl] & c.p_active[sl]
-        per_pod_rate = np.where(ready, out.svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
+        per_pod_rate = np.where(ready, svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
         mem = running * self._mem_mi(k0, K, sl, lay, per_pod_rate)
         over = running & (mem > lay[5])
         cut = K
         if over.any():
             cut = int(np.flatnonzero(over.any(axis=1))[0]) + 1
             if cut < K:
-                out = take(out, cut)
-                per_pod_rate, mem, over = per_pod_rate[:cut], mem[:cut], over[:cut]
+                task_rate, edge_rate, per_pod_rate, mem, over = (task_rate[:cut], edge_rate[:cut], per_pod_rate[:cut],
+                                                                 mem[:cut], over[:cut])
         Kc = cut
         self.pod_mem[sl] = mem[-1]
+        lag_block = self._advance_lag(edge_rate, Kc, dt)
         if self.metrics:   # cAdvisor CPU counters: only the metric writer reads them
             x = IDLE_CPU_CORES + per_pod_rate * lay[4] * 1e-3
             if self._has_burn:   # adding a zero burn changes no float (x > 0)
@@ -444,31 +431,33 @@ class SimBackend:
             thr = seqsum(self.throttled_cum[sl], periods * thr_frac)
             self.cpu_cum[sl], self.periods_cum[sl], self.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
             self.pod_util[sl] = util[-1]
-        else:
-            cpu = per = thr = None
-        lag_block = self._advance_lag(out.edge_rate, Kc, dt)
-        self.writer.write_flows(k0, Kc, dt, out, cpu, per, thr, mem, running, lag_block, self.uh_edge)
+            self.writer.write_pods(k0, Kc, cpu, per, thr, mem, running, lag_block)
         rows = np.empty((Kc, len(SVC_FIELDS), m.S))
-        into = self._svc_in(self._into_cols(out))
-        rows[:, :4] = into[:, :4]
-        rows[:, 4] = out.svc_rho
         self._state_rows(rows, mem, running, sl, lag_block)
-        rows[:, 10:12] = into[:, 4:]
-        self.history.record(k0, out, self.ready_count, self.res.edge_reason, self.inputs.e_app, rows)
+        h = self.history
+        if k0 + Kc > h.cap:   # live reads index the current tick's row (their rates wait; state fields are live)
+            h._grow(k0 + Kc)
+        run = {"k0": k0, "K": Kc, "dt": dt, "task_rate": task_rate, "inputs": self.inputs, "ready": self.ready_count,
+               "reason": self.res.edge_reason, "uh": self.uh_edge, "rows": rows, "epoch": len(h.epochs) - 1,
+               "after": []}
         if over[-1].any():
             # the killed containers no longer run at this tick's reads; restarts and placement changed
             k_last = k0 + Kc - 1
             mem_util = self._oom_kill(over[-1], sl, mem, k_last)
-            self.history.svc[SVC_FIELDS.index("restarts"), k_last] = self._restarts
-            self.history.svc[SVC_FIELDS.index("mem_util"), k_last] = mem_util
-            self.history.add_epoch(self._snapshot(), from_tick=k_last)
-        req = out.path_req_rate * dt
-        total = req.sum(axis=1)
-        fail = (req * out.path_fail).sum(axis=1)
-        slow = (req * out.path_slow * (1.0 - out.path_fail)).sum(axis=1)
-        deg = (req * out.path_degraded).sum(axis=1)
-        return [EntryEvidence((k0 + k) * self.tick_s, float(total[k]), float(fail[k]), float(slow[k]), float(deg[k]))
-                for k in range(Kc)]
+            restarts = self._restarts
+            h.add_epoch(self._snapshot(), from_tick=k_last)
+            n_epoch = len(h.epochs) - 1
+
+            def fix(k_last=k_last, restarts=restarts, mem_util=mem_util, n_epoch=n_epoch) -> None:
+                h.svc[SVC_FIELDS.index("restarts"), k_last] = restarts
+                h.svc[SVC_FIELDS.index("mem_util"), k_last] = mem_util
+                h.epoch_of[k_last] = n_epoch
+            run["after"].append(fix)
+        if self._deferred is not None:
+            self._deferred.append(run)
+        else:
+            self._settle([run])
+        return Kc
 
     # ================================================================== state refresh
     def _refresh(self, T: float, tick: int) -> None:

@@ -155,17 +155,20 @@ class MetricWriter:
         self._flow_rows()
         return self.flow_slots
 
-    def write_flows(self, k0: int, K: int, dt: float, out, cpu: np.ndarray, periods: np.ndarray,
-                    throttled: np.ndarray, mem: np.ndarray, running: np.ndarray, lag: np.ndarray,
-                    uh: np.ndarray) -> None:
-        """Write ticks ``k0 .. k0+K-1``; flow arrays have a leading tick axis."""
+    def write_traffic(self, k0: int, K: int, dt: float, out, uh: np.ndarray,
+                      bounds: list[tuple[int, int]] | None = None) -> None:
+        """Write the traffic families (mesh counters and histograms, load generator) for ticks ``k0 ..
+        k0+K-1``: outputs with a leading tick axis; ``uh`` is the per-edge no-endpoints share (one row, or
+        one per tick). ``bounds`` are the runs of ticks (offsets ``[a, b)``) the twin ran between cluster
+        changes: a response-code series that first reaches half a request in a run is written from that
+        run's first tick (the default: one run)."""
         me = self.mesh_edges
         cols = slice(k0, k0 + K)
         nm = len(me)
         # request counters by code
         rate = out.edge_rate[:, me]
         unreach = out.edge_unreach[:, me]
-        uh_e = uh[me]
+        uh_e = uh[..., me]
         app = out.edge_app[:, me]
         reached = out.edge_reached[:, me]
         inc = np.empty((K, nm, len(CODE_COLS)))   # the 7 code columns written in place (np.stack's floats)
@@ -180,12 +183,21 @@ class MetricWriter:
         inc *= dt
         cum = seqsum(self.req_cum, inc)
         self.req_cum = cum[-1]
-        new = (self.req_cum >= 0.5) & ~self.req_on & self.req_allowed
-        if new.any():
-            for i, col in zip(*np.nonzero(new)):
-                self._enable(int(i), int(col))
+        late = []   # (first tick offset, columns) of series that start in a later run of this write
+        enabled = False
+        for a, b in bounds or ((0, K),):
+            new = (cum[b - 1] >= 0.5) & ~self.req_on & self.req_allowed
+            if new.any():
+                for i, col in zip(*np.nonzero(new)):
+                    self._enable(int(i), int(col))
+                enabled = True
+                if a > 0:
+                    late.append((a, np.flatnonzero(new.reshape(-1))))
+        if enabled:
             self._rebuild_req()
         self.req._data[self.req_rows, cols] = cum.reshape(K, -1)[:, self.req_flat].T
+        for a, flat in late:   # not written before their run (new rows: NaN, as unwritten cells are)
+            self.req._data[self.req_rows[np.isin(self.req_flat, flat)], k0:k0 + a] = np.nan
         # duration histograms (source view: every call incl. network; destination: calls that arrived)
         lat = np.empty((K, nm, 2))
         lat[..., 0] = out.edge_lat_src[:, me]
@@ -223,6 +235,12 @@ class MetricWriter:
         self.lg_req._data[: self.lg_cum.size, cols] = lg.reshape(K, -1).T
         self.lg_slow._data[: len(self.lg_slow_cum), cols] = sl.T
         self.lg_deg._data[: len(self.lg_deg_cum), cols] = dg.T
+
+    def write_pods(self, k0: int, K: int, cpu: np.ndarray, periods: np.ndarray, throttled: np.ndarray,
+                   mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:
+        """Write the per-pod cAdvisor families (the current flow slots) and the consumer lag for ticks
+        ``k0 .. k0+K-1`` (arrays with a leading tick axis)."""
+        cols = slice(k0, k0 + K)
         if lag.shape[1]:
             self.lag._data[: lag.shape[1], cols] = lag.T
         # cAdvisor: containers that are not running have no series at that scrape
@@ -536,7 +554,10 @@ class SlotsOnly:
             self.flow_slots = np.flatnonzero(c.p_active[:n] & c.p_bound[:n])   # scheduled, not deleted
         return self.flow_slots
 
-    def write_flows(self, *args, **kwargs) -> None:
+    def write_traffic(self, *args, **kwargs) -> None:
+        pass
+
+    def write_pods(self, *args, **kwargs) -> None:
         pass
 
     def refresh_state(self, tick: int) -> None:
