@@ -365,7 +365,11 @@ class PromQLEngine:
                         fl.append(lb)
                         fk.append(k)
                 if fr:
-                    ent = (n, ent[1] + fr, ent[2] + fl, ent[3] + fk)
+                    # the lists are this cache's own (results copy them): extended in place
+                    ent[1].extend(fr)
+                    ent[2].extend(fl)
+                    ent[3].extend(fk)
+                    ent = (n, ent[1], ent[2], ent[3])
                     grew = True
                 else:
                     ent = (n, ent[1], ent[2], ent[3])
@@ -397,8 +401,10 @@ class PromQLEngine:
                     parts = [("perm", np.asarray(order, dtype=np.intp), parts)]
             if len(per_fam) == 1 and None not in keys:
                 fam, ent = per_fam[0]
-                order = list(range(len(keys))) if order is None else order
-                aux = (len(keys), order, [keys[i] for i in order], np.asarray(ent[1], dtype=np.intp))
+                ident = order is None or not (parts and parts[0][0] == "perm")
+                skeys = keys if order is None else [keys[i] for i in order]
+                order_a = np.arange(len(keys), dtype=np.intp) if order is None else np.asarray(order, dtype=np.intp)
+                aux = (len(keys), order_a, skeys, np.asarray(ent[1], dtype=np.intp), ident)
         self._sel_result[shape[0]] = (shape, parts, labels, aux)
         ctx.series += len(labels)
         if ctx.series > self.limits.max_series:
@@ -418,46 +424,51 @@ class PromQLEngine:
             snames = tuple(names[i] for i in order)
             pick = (lambda va: (va[0],)) if len(order) == 1 else itemgetter(*order)
             pos = {nm: i for i, nm in enumerate(names)}
-            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick)
-        _, info, pos, snames, pick = ent
+            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick, tuple(nm + "\x01" for nm in snames))
+        _, info, pos, snames, pick, heads = ent
         name = (fam.name,)
         lvs = fam._label_values
+        L = len(snames)
         for r in range(len(info), n):
             va = name + tuple(lvs[r])
             pv = pick(va)
             if "" in pv:
                 lb = tuple((a, b) for a, b in zip(snames, pv) if b != "")
-            else:
-                lb = tuple(zip(snames, pv))
-            info.append((va, lb, _sort_key(lb)))
+                info.append((va, lb, _sort_key(lb)))
+                continue
+            lb = tuple(zip(snames, pv))
+            # _sort_key(lb): name, \x01, value, \x00 for each pair
+            text = "\x00".join(map(str.__add__, heads, pv)) + "\x00"
+            info.append((va, lb, text if text.count("\x01") == L and text.count("\x00") == L else None))
         return info, pos
 
     @staticmethod
     def _select_grow(fam_ent, aux, prev_labels):
-        """A one-family result with new matching rows: each new row inserted into the sorted order.
+        """A one-family result with new matching rows: the new rows merged into the previous sorted order.
 
-        Inserting rows in row order after every equal key gives what the stable full sort gives."""
+        A new row goes after every equal key (old rows first, then new ones in row order): what the stable full
+        sort gives. The new keys are sorted (stably) and each is placed by bisection in the old sorted keys;
+        the j-th of them then lands at its old-list position plus j."""
         fam, (_, rows, lbs, keys) = fam_ent
-        m, order, skeys, arr = aux
-        order, skeys = list(order), list(skeys)
-        for i in range(m, len(keys)):
-            k = keys[i]
-            pos = bisect_right(skeys, k)
-            skeys.insert(pos, k)
-            order.insert(pos, i)
+        m, order, skeys, arr, ident = aux
+        n_old = len(skeys)
+        new_keys = keys[m:]
+        srt = sorted(range(len(new_keys)), key=new_keys.__getitem__)
+        at = [bisect_right(skeys, new_keys[j]) for j in srt]   # positions in the old sorted list
+        pos = [p + j for j, p in enumerate(at)]                 # positions in the new one
+        skeys = list(skeys)
+        labels = list(prev_labels)
+        for p, j in zip(pos, srt):
+            skeys.insert(p, new_keys[j])
+            labels.insert(p, lbs[m + j])
+        new_idx = np.asarray(srt, dtype=np.intp) + m
+        ident = ident and (not at or at[0] == n_old) and srt == list(range(len(srt)))
+        order = np.concatenate([order, new_idx]) if ident else np.insert(order, at, new_idx)
         arr = np.concatenate([arr, np.asarray(rows[m:], dtype=np.intp)])
-        parts: list = [(fam, arr)]
-        if order == list(range(len(order))):
-            labels = list(lbs)
-            pos = list(range(m, len(keys)))
-        else:
-            labels = list(map(lbs.__getitem__, order))
-            perm = np.asarray(order, dtype=np.intp)
-            parts = [("perm", perm, parts)]
-            pos = np.flatnonzero(perm >= m).tolist()
+        parts: list = [(fam, arr)] if ident else [("perm", order, [(fam, arr)])]
         # later label work (group keys, signatures, name drops...) redoes only the new rows
         note_grown(labels, prev_labels, pos)
-        return parts, labels, (len(keys), order, skeys, arr)
+        return parts, labels, (len(keys), order, skeys, arr, ident)
 
     def _gather(self, parts, cols: np.ndarray) -> np.ndarray:
         n_ticks = self.store.n_ticks

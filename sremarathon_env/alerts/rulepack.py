@@ -79,16 +79,62 @@ class Rule:
     interval_ms: int
 
     def render_annotations(self, sample_labels: dict[str, str], value: float) -> dict[str, str]:
+        """Each annotation template with ``{{ $value }}`` and ``{{ $labels.NAME }}`` expanded (an unknown label
+        renders ``<no value>``, any other action is left as written)."""
         out = {}
+        vs = None
         for k, tmpl in self.annotations:
-            def sub(m: re.Match) -> str:
-                act = m.group(1)
-                if act == "$value":
-                    return go_float(value)
-                lm = _LABEL_REF.match(act)
-                return sample_labels.get(lm.group(1), "<no value>") if lm else m.group(0)
-            out[k] = _TEMPLATE_ACTION.sub(sub, tmpl)
+            parts = _PARTS.get(tmpl)
+            if parts is None:
+                parts = _PARTS[tmpl] = _template_parts(tmpl)
+            buf = []
+            for kind, x in parts:
+                if kind == 0:
+                    buf.append(x)
+                elif kind == 1:
+                    if vs is None:
+                        vs = go_float_cached(value)
+                    buf.append(vs)
+                else:
+                    buf.append(sample_labels.get(x, "<no value>"))
+            out[k] = "".join(buf)
         return out
+
+
+#: templates split at their actions, by template text: (0, literal) | (1, None): $value | (2, label name)
+_PARTS: dict[str, tuple] = {}
+
+
+def _template_parts(tmpl: str) -> tuple:
+    """A template as the pieces ``_TEMPLATE_ACTION.sub`` would produce (the same matches, left to right)."""
+    parts: list[tuple[int, str | None]] = []
+    pos = 0
+    for m in _TEMPLATE_ACTION.finditer(tmpl):
+        parts.append((0, tmpl[pos : m.start()]))
+        act = m.group(1)
+        if act == "$value":
+            parts.append((1, None))
+        else:
+            lm = _LABEL_REF.match(act)
+            parts.append((2, lm.group(1)) if lm else (0, m.group(0)))
+        pos = m.end()
+    parts.append((0, tmpl[pos:]))
+    return tuple(p for p in parts if p != (0, ""))
+
+
+_GO_FLOAT: dict[float, str] = {}
+
+
+def go_float_cached(v: float) -> str:
+    """``go_float`` through a cache of non-zero finite values (zero is left out: ``0.0 == -0.0`` as keys)."""
+    s = _GO_FLOAT.get(v) if v else None
+    if s is None:
+        s = go_float(v)
+        if v and v == v and not math.isinf(v):
+            if len(_GO_FLOAT) > 50_000:
+                _GO_FLOAT.clear()
+            _GO_FLOAT[v] = s
+    return s
 
 
 @dataclass(frozen=True)

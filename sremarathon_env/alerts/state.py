@@ -209,6 +209,7 @@ class AlertEngine:
         # through the generic evaluator, which enforces them per query
         self._plan = PackPlan(self.promql, self.pack.rules) if limits is None else None
         self._n_active = [0] * len(self.pack.rules)
+        self._active_fps: list[set[str]] = [set() for _ in self.pack.rules]  # fingerprints of each rule's active alerts
         self._row_info: list[dict] = [{} for _ in self.pack.rules]
 
     @property
@@ -246,11 +247,12 @@ class AlertEngine:
     def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list) -> None:
         present_rows = np.flatnonzero(vec.p.any(axis=1)) if len(vec.labels) else np.zeros(0, np.intp)
         # label sets of present rows -> (fingerprint, labels); cached per label set
-        rows_by_fp: dict[str, int] = {}
+        rows_by_fp: dict[str, int] = {}   # fingerprint -> index in present_rows (the last row with it)
         info: dict[str, tuple[dict, dict]] = {}
         cache = self._row_info[ri]
-        for r in present_rows.tolist():
-            key_lb = vec.labels[r]
+        labels = vec.labels
+        for j, r in enumerate(present_rows.tolist()):
+            key_lb = labels[r]
             hit = cache.get(key_lb)
             if hit is None:
                 sample = dict(key_lb)
@@ -259,30 +261,35 @@ class AlertEngine:
                 lb["alertname"] = rule.name
                 hit = cache[key_lb] = (fingerprint(lb), lb, sample)
             fp, lb, sample = hit
-            rows_by_fp[fp] = r
+            rows_by_fp[fp] = j
             info[fp] = (lb, sample)
-        mine = [fp for (i, fp) in self._active if i == ri] if self._n_active[ri] else []
-        fps = sorted(set(mine) | set(rows_by_fp))
+        mine = self._active_fps[ri]
+        fps = sorted(mine.union(rows_by_fp)) if mine else sorted(rows_by_fp)
         if not fps:
             return
+        # the present rows' presence and values as Python lists (the same bools and floats, read per tick)
+        pblock = vec.p[present_rows]
+        pres_l, vals_l, all_l = pblock.tolist(), vec.v[present_rows].tolist(), pblock.all(axis=1).tolist()
+        times_l = times.tolist()
+        last_ms = times_l[-1]
+        absent = [False] * len(times_l)
         seq = 0
         for fp in fps:
-            r = rows_by_fp.get(fp)
-            pres = vec.p[r] if r is not None else np.zeros(len(times), bool)
-            vals = vec.v[r] if r is not None else None
+            j = rows_by_fp.get(fp)
+            pres = pres_l[j] if j is not None else absent
+            vals = vals_l[j] if j is not None else None
             key = (ri, fp)
             a = self._active.get(key)
-            if (self.steady_fast_path and a is not None and r is not None and a.state != "inactive" and pres.all()
-                    and (a.state == "firing" or int(times[-1]) - a.active_at_ms < rule.for_ms)):
+            if (self.steady_fast_path and a is not None and j is not None and a.state != "inactive" and all_l[j]
+                    and (a.state == "firing" or last_ms - a.active_at_ms < rule.for_ms)):
                 # present at every tick, no transition: only the value moves (to the last tick's)
-                if a.set_value(rule, float(vals[-1])):
+                if a.set_value(rule, vals[-1]):
                     self._changelog.append(key)
                 continue
-            for k, t_ms in enumerate(times):
+            for k, t_ms in enumerate(times_l):
                 a = self._active.get(key)
-                t_ms = int(t_ms)
                 if pres[k]:
-                    v = float(vals[k])
+                    v = vals[k]
                     if a is not None and a.state != "inactive":
                         if a.set_value(rule, v):
                             self._changelog.append(key)
@@ -303,6 +310,7 @@ class AlertEngine:
                             a.rev += 1
                             self._changelog.append(key)
                         self._active[key] = a
+                        self._active_fps[ri].add(fp)
                         self._n_active[ri] += 1
                         out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
                         seq += 1
@@ -326,6 +334,7 @@ class AlertEngine:
                                                                "resolved" if was == "firing" else "inactive", a.value)))
                     seq += 1
                     del self._active[key]
+                    self._active_fps[ri].discard(fp)
                     self._n_active[ri] -= 1
 
     def active(self) -> list[dict]:

@@ -151,3 +151,43 @@ def test_selector_keeps_its_result_when_new_series_do_not_match():
     parts2, labels2 = eng._select(sel, ctx)
     assert [dict(lb)["pod"] for lb in labels2] == ["0", "a", "b"]
     assert eng.instant('kube_pod_status_phase{phase="Running"}', 15)["result"][0]["metric"]["pod"] == "0"
+
+
+def test_select_growth_merges_new_rows_like_a_fresh_sort():
+    """A selector whose family keeps gaining rows (before, between and after the existing ones, several per
+    call) gives the labels and row order of a selection made from scratch, and records the new rows' places."""
+    from sremarathon_env.alerts.plan import _flatten
+    from sremarathon_env.alerts.values import grown_from
+
+    def rows_in_order(parts):
+        flat, perm = _flatten(parts)
+        rows = np.concatenate([r for _, r in flat]) if flat else np.zeros(0, dtype=np.intp)
+        return (rows if perm is None else rows[perm]).tolist()
+
+    rng = np.random.default_rng(8)
+    store = MetricStore(step_s=15.0)
+    fam = store.family("m", ("pod", "phase"))
+    eng = PromQLEngine(store)
+    exprs = ['m{phase="Running"}', 'm', 'm{pod=~"b.*|z.*"}']
+    ctx = eng.new_context(np.zeros(1, dtype=np.int64), 15000)
+    seen = set()
+    for step in range(40):
+        for _ in range(int(rng.integers(0, 4))):
+            pod = "".join(rng.choice(list("abz09-"), size=int(rng.integers(1, 5))))
+            for phase in ("Running", "Pending")[: int(rng.integers(1, 3))]:
+                if (pod, phase) not in seen:
+                    seen.add((pod, phase))
+                    fam.row((pod, phase))
+        fresh = PromQLEngine(store)
+        for e in exprs:
+            before = eng._sel_result.get(tuple((m.name, m.op, m.value) for m in eng.compile(e).matchers))
+            parts, labels = eng._select(eng.compile(e), ctx)
+            fparts, flabels = fresh._select(fresh.compile(e), ctx)
+            assert labels == flabels == sorted(flabels), (e, step)
+            assert rows_in_order(parts) == rows_in_order(fparts), (e, step)
+            g = grown_from(labels)
+            if before is not None and labels is not before[2]:
+                assert g is not None and g[0] is before[2]
+                rest = [lb for i, lb in enumerate(labels) if i not in set(g[1])]
+                assert rest == before[2] and len(labels) == len(before[2]) + len(g[1])
+        ctx.series = 0
