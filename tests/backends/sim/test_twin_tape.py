@@ -1,0 +1,88 @@
+"""A metric-less twin's deferred span (the run loop's no-action reference run) keeps its traffic outputs
+on a tape; a twin of the same app, seed and load whose ticks have the very same task rates and inputs
+takes them instead of stepping the traffic model. Its numbers are bit-identical to stepping them, also
+after it stops following the taped run (an intervention the reference run does not make)."""
+
+import numpy as np
+
+from faults.effects import Effect
+from sremarathon_env.backends.sim import SimBackend
+from sremarathon_env.backends.sim import backend as backend_mod
+from sremarathon_env.backends.sim.traffic import TrafficModel
+
+EVENTS = {
+    8: lambda s: s.apply_effect(Effect(kind="latency", service="cartservice", ms=120.0)),
+    14: lambda s: s.deploy("frontend", message="m", author="a", image_tag="v9.9.9"),
+    20: lambda s: s.apply_effect(Effect(kind="memory_hog", service="adservice", mi=10_000)),
+}
+DIVERGE = 32   # the scored twin alone: scaled at this tick
+
+
+def _reference(seed: int) -> list:
+    sim = SimBackend("online-boutique", seed=seed, metrics=False)
+    sim.begin_deferred()
+    for k in range(2, 62, 2):
+        sim.advance_to(k * 15.0)
+        if k in EVENTS:
+            EVENTS[k](sim)
+    return sim.end_deferred()
+
+
+def _scored(monkeypatch, seed: int):
+    steps = [0]
+    orig = TrafficModel.step
+
+    def step(self, *a):
+        steps[0] += 1
+        return orig(self, *a)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(TrafficModel, "step", step)
+        sim = SimBackend("online-boutique", seed=seed)
+        evidence = []
+        for k in range(2, 62, 2):
+            evidence += sim.advance_to(k * 15.0)
+            if k in EVENTS:
+                EVENTS[k](sim)
+            if k == DIVERGE:
+                sim.scale("frontend", 4)
+    return sim, evidence, steps[0]
+
+
+def test_a_twin_that_follows_a_taped_run_takes_its_outputs(monkeypatch):
+    backend_mod._TAPES.clear()
+    b, ev_b, steps_b = _scored(monkeypatch, seed=6)          # no tape: every advance steps
+    ref = _reference(seed=6)
+    assert len(backend_mod._TAPES) == 1
+    a, ev_a, steps_a = _scored(monkeypatch, seed=6)
+    assert 0 < steps_a < steps_b / 2, (steps_a, steps_b)   # taped up to the divergence, stepped after
+    assert ev_a == ev_b and ev_a[:DIVERGE - 1] == ref[:DIVERGE - 1] and ev_a[DIVERGE + 4:] != ref[DIVERGE + 4:]
+    n = a.history.n
+    for name in ("node", "edge", "path", "svc"):
+        assert np.array_equal(getattr(a.history, name)[:, :n], getattr(b.history, name)[:, :n]), name
+    assert a.store.names() == b.store.names()
+    for name in a.store.names():
+        for fa, fb in zip(a.store.families(name), b.store.families(name), strict=True):
+            assert fa._label_values == fb._label_values, name
+            assert np.array_equal(fa.values(a.store.n_ticks), fb.values(b.store.n_ticks), equal_nan=True), name
+    # another seed's twin finds no tape of its own and steps every advance
+    _, _, steps_c = _scored(monkeypatch, seed=7)
+    assert steps_c > steps_a
+
+
+def test_tapes_are_bounded_and_replaced_per_key():
+    backend_mod._TAPES.clear()
+    for seed in range(backend_mod.MAX_TAPES + 2):
+        sim = SimBackend("online-boutique", seed=seed, metrics=False)
+        sim.begin_deferred()
+        sim.advance_to(60.0)
+        sim.end_deferred()
+    assert len(backend_mod._TAPES) == backend_mod.MAX_TAPES
+    assert sorted(k[2] for k in backend_mod._TAPES) == list(range(2, backend_mod.MAX_TAPES + 2))
+    sim = SimBackend("online-boutique", seed=3, metrics=False)
+    sim.begin_deferred()
+    assert backend_mod._TAPES[sim._tape_key()].ticks == {}   # a new span starts a new tape for its key
+    sim.advance_to(30.0)
+    sim.end_deferred()
+    assert sorted(backend_mod._TAPES[sim._tape_key()].ticks) == [1, 2]
+    backend_mod._TAPES.clear()
