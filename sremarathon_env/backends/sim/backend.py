@@ -78,19 +78,19 @@ class _Tape:
     def __init__(self) -> None:
         self.ticks: dict[int, tuple[tuple, int]] = {}
 
-    def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float) -> None:
-        chunk = (out, task_rate, keys, dt)
+    def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: list) -> None:
+        chunk = (out, task_rate, keys, dt, evidence)
         for j in range(len(keys)):
             self.ticks[k0 + j] = (chunk, j)
 
     def take(self, runs: list[dict]):
-        """The outputs of consecutive ``runs`` when every tick's task rates and inputs equal a taped tick's
-        (within one chunk), else None."""
+        """(outputs, entry evidence) of consecutive ``runs`` when every tick's task rates and inputs equal a
+        taped tick's (within one chunk), else None."""
         first = runs[0]
         hit = self.ticks.get(first["k0"])
         if hit is None:
             return None
-        (out, tr, keys, dt), a = hit
+        (out, tr, keys, dt, evidence), a = hit
         if dt != first["dt"]:
             return None
         j = a
@@ -105,7 +105,7 @@ class _Tape:
             if tr[j:j + K].tobytes() != r["task_rate"].tobytes():
                 return None
             j += K
-        return window(out, a, j)
+        return window(out, a, j), evidence[a:j]
 
 
 def _inputs_bytes(inp: TickInputs) -> bytes:
@@ -328,18 +328,21 @@ class SimBackend:
 
     def _deferred_step(self, runs: list[dict]) -> list[EntryEvidence]:
         first = runs[0]
-        out = None
+        hit = evidence = None
         if self.metrics:   # the same ticks, task rates and inputs as a taped reference run's: the same outputs
             tape = _TAPES.get(self._tape_key())
             if tape is not None:
-                out = tape.take(runs)
-        if out is None:
+                hit = tape.take(runs)
+        if hit is not None:
+            out, evidence = hit
+        else:
             tr = first["task_rate"] if len(runs) == 1 else np.concatenate([r["task_rate"] for r in runs], axis=0)
             out = self.tm.step(tr, first["inputs"] if len(runs) == 1 else
                                stack_inputs([(r["inputs"], r["K"]) for r in runs]))
             if self._tape is not None:
+                evidence = self._evidence(first["k0"], out, first["dt"])
                 self._tape.add(first["k0"], out, tr, [_inputs_bytes(r["inputs"]) for r in runs for _ in range(r["K"])],
-                               first["dt"])
+                               first["dt"], evidence)
         dt = first["dt"]
         if self.metrics:
             bounds, a = [], 0
@@ -372,7 +375,7 @@ class SimBackend:
         for r in runs:
             for fix in r["after"]:
                 fix()
-        return self._evidence(first["k0"], out, dt)
+        return evidence if evidence is not None else self._evidence(first["k0"], out, dt)
 
     @staticmethod
     def _into_cols(out) -> np.ndarray:
@@ -471,7 +474,8 @@ class SimBackend:
         m = self.m
         self.store.set_n_ticks(k0 + K)
         task_rate = self._task_rates(k0, K)
-        _, svc_rate, edge_rate = self.tm.rates(task_rate)   # the floats `TrafficModel.step` gives them
+        # the floats `TrafficModel.step` gives them (edge rates only for the queue lag of async edges)
+        _, svc_rate, edge_rate = self.tm.rates(task_rate, edges=len(self._lag) > 0)
         sl = self.writer.flow_slots_now()
         lay = self._layout_arrays(sl)
         svc = lay[1]
@@ -484,8 +488,9 @@ class SimBackend:
         if over.any():
             cut = int(np.flatnonzero(over.any(axis=1))[0]) + 1
             if cut < K:
-                task_rate, edge_rate, per_pod_rate, mem, over = (task_rate[:cut], edge_rate[:cut], per_pod_rate[:cut],
-                                                                 mem[:cut], over[:cut])
+                task_rate, per_pod_rate, mem, over = task_rate[:cut], per_pod_rate[:cut], mem[:cut], over[:cut]
+                if edge_rate is not None:
+                    edge_rate = edge_rate[:cut]
         Kc = cut
         self.pod_mem[sl] = mem[-1]
         lag_block = self._advance_lag(edge_rate, Kc, dt)

@@ -185,12 +185,13 @@ class TrafficModel:
         e_app = np.minimum(inp.e_app + self._intrinsic_n, 1.0)
         inp._log_reach_app = np.log(np.maximum(inp._reach * (1.0 - e_app), EPS))
 
-    def rates(self, task_rate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def rates(self, task_rate: np.ndarray, edges: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(node_rate, svc_rate, edge_rate) of ``task_rate`` (K, P): the parts of `step` that do not
-        depend on the inputs (the same floats as `step` gives for them)."""
+        depend on the inputs (the same floats as `step` gives for them); ``edges=False``: no edge rates
+        (None)."""
         m = self.m
         node_rate = np.atleast_2d(task_rate)[:, m.node_path] * m.node_mult
-        return node_rate, self._svc(node_rate), self._edge(node_rate[:, None, :])[:, 0]
+        return node_rate, self._svc(node_rate), self._edge(node_rate[:, None, :])[:, 0] if edges else None
 
     def step(self, task_rate: np.ndarray, inp: TickInputs) -> TickOutputs:
         """K ticks of traffic. ``inp`` holds one tick's inputs, or (K, ...) arrays of prepared inputs,

@@ -86,3 +86,18 @@ def test_load_factor_effect_raises_rates_and_cpu(ob):
     sim.apply_effect(Effect(kind="load_factor", factor=3.0))
     sim.advance_to(240)
     assert sim.service_health("frontend")["rate"] == pytest.approx(3 * r0, rel=1e-6)
+
+
+def test_rates_are_steps_rates_and_edge_rates_can_be_left_out():
+    from sremarathon_env.backends.sim.model import CompiledApp
+    from sremarathon_env.backends.sim.traffic import TrafficModel
+
+    m = CompiledApp(load_app("astronomy-shop"))
+    tm = TrafficModel(m)
+    task = np.random.default_rng(3).uniform(0.1, 2.0, (5, m.P))
+    out = tm.step(task, tm.healthy_inputs())
+    node, svc, edge = tm.rates(task)
+    assert np.array_equal(node, out.node_rate) and np.array_equal(svc, out.svc_rate)
+    assert np.array_equal(edge, out.edge_rate)
+    node2, svc2, none = tm.rates(task, edges=False)
+    assert none is None and np.array_equal(node2, node) and np.array_equal(svc2, svc)
