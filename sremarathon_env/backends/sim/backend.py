@@ -184,6 +184,7 @@ class SimBackend:
         self._effects_dirty = True
         self._deferred: list[dict] | None = None   # tick runs whose traffic waits (`advance_to`, `end_deferred`)
         self._tape: _Tape | None = None            # where a `begin_deferred` span keeps its outputs
+        self._lean = False                         # an evidence-only deferred span: no health history
         self._blk: tuple | None = None             # per-slot constants of the current flow slots
         self._has_burn = self._has_hog = self._has_leak = False
         self.cluster.run_until(0.0)
@@ -282,18 +283,24 @@ class SimBackend:
         return self._load_noise
 
     # ================================================================== deferred traffic
-    def begin_deferred(self) -> None:
+    def begin_deferred(self, evidence_only: bool = False) -> None:
         """Metric-less twins only: until `end_deferred`, `advance_to` runs the cluster, the state
         refreshes, memory/OOM kills and queue lag tick by tick as always, but leaves each tick's
         traffic numbers (latency, failures, the health history's rates and the entry evidence) to
         be computed for all those ticks in one step by `end_deferred`; it returns one ``None`` per
         tick meanwhile. Every tick's numbers are the same floats (the traffic model is elementwise
         along ticks). Between the two calls, only interventions and reads of the live state may
-        happen, no health reads of the deferred ticks (nor ``at(t)`` views, logs, traces)."""
+        happen, no health reads of the deferred ticks (nor ``at(t)`` views, logs, traces).
+
+        ``evidence_only=True`` (a run that reads nothing but the entry evidence, like the run loop's
+        no-action reference run): the span keeps no health history (no per-tick state fields, no
+        cluster snapshots), so health reads of its ticks (``at``, ``service_health(at=...)``, logs,
+        traces) are undefined; the dynamics and the evidence are the same."""
         if self.metrics:
             raise ValueError("deferred traffic needs a twin without metrics (the store is written per advance)")
         if self._deferred is None:
             self._deferred = []
+            self._lean = bool(evidence_only)
             # its outputs are kept for twins of the same app, seed and load (the latest few such runs)
             key = self._tape_key()
             _TAPES.pop(key, None)
@@ -308,6 +315,9 @@ class SimBackend:
             return self._settle(runs)
         finally:
             self._tape = None
+            if self._lean:   # the ticks after the span run under the current cluster state
+                self._lean = False
+                self.history.add_epoch(self._snapshot())
 
     def _tape_key(self) -> tuple:
         return (self.app_name, id(self.m), self.seed, self.tick_s, self.noise_load)
@@ -354,6 +364,8 @@ class SimBackend:
             else:
                 uh = np.repeat(np.stack([r["uh"] for r in runs]), [r["K"] for r in runs], axis=0)
             self.writer.write_traffic(first["k0"], a, dt, out, uh, bounds)
+        if first["rows"] is None:   # an evidence-only span: no health history
+            return evidence if evidence is not None else self._evidence(first["k0"], out, dt)
         into = self._svc_in(self._into_cols(out))
         # the runs are consecutive ticks: the traffic fields are recorded for all of them at once, then
         # each run's own cluster state (ready endpoints, reasons, app errors, epoch) over its ticks
@@ -510,11 +522,13 @@ class SimBackend:
             self.cpu_cum[sl], self.periods_cum[sl], self.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
             self.pod_util[sl] = util[-1]
             self.writer.write_pods(k0, Kc, cpu, per, thr, mem, running, lag_block)
-        rows = np.empty((Kc, len(SVC_FIELDS), m.S))
-        self._state_rows(rows, mem, running, sl, lag_block)
         h = self.history
-        if k0 + Kc > h.cap:   # live reads index the current tick's row (their rates wait; state fields are live)
-            h._grow(k0 + Kc)
+        rows = None
+        if not self._lean:
+            rows = np.empty((Kc, len(SVC_FIELDS), m.S))
+            self._state_rows(rows, mem, running, sl, lag_block)
+            if k0 + Kc > h.cap:   # live reads index the current tick's row (their rates wait; state fields are live)
+                h._grow(k0 + Kc)
         run = {"k0": k0, "K": Kc, "dt": dt, "task_rate": task_rate, "inputs": self.inputs, "ready": self.ready_count,
                "reason": self.res.edge_reason, "uh": self.uh_edge, "rows": rows, "epoch": len(h.epochs) - 1,
                "after": []}
@@ -523,6 +537,8 @@ class SimBackend:
             k_last = k0 + Kc - 1
             mem_util = self._oom_kill(over[-1], sl, mem, k_last)
             restarts = self._restarts
+            if rows is None:
+                return self._queue(run)
             h.add_epoch(self._snapshot(), from_tick=k_last)
             n_epoch = len(h.epochs) - 1
 
@@ -531,11 +547,15 @@ class SimBackend:
                 h.svc[SVC_FIELDS.index("mem_util"), k_last] = mem_util
                 h.epoch_of[k_last] = n_epoch
             run["after"].append(fix)
+        return self._queue(run)
+
+    def _queue(self, run: dict) -> int:
+        """A run waits for its traffic step (stepped at once outside `advance_to`: the warm tick)."""
         if self._deferred is not None:
             self._deferred.append(run)
         else:
             self._settle([run])
-        return Kc
+        return run["K"]
 
     # ================================================================== state refresh
     def _refresh(self, T: float, tick: int) -> None:
@@ -651,7 +671,8 @@ class SimBackend:
         for dep in c.deployments.values():
             self._desired[dep.svc] = dep.replicas
         self._restarts = self._restart_counts()
-        self.history.add_epoch(self._snapshot())
+        if not self._lean:
+            self.history.add_epoch(self._snapshot())
 
     def _restart_counts(self) -> np.ndarray:
         c = self.cluster

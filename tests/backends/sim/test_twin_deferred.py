@@ -86,3 +86,32 @@ def test_reference_run_driver_unchanged_by_deferral(app):
     assert sum(1 for o in out_b if o[2]) > 3       # events happened between deferred runs
     assert _history(a) == _history(b)
     assert M.reference_evidence.__wrapped__(cfg)["total"] == [o[0].total for o in out_a]
+
+
+def test_an_evidence_only_span_gives_the_same_evidence_and_dynamics(monkeypatch):
+    full, ev_full = _run(True)
+    snaps = [0]
+    orig = SimBackend._snapshot
+
+    def snapshot(self):
+        snaps[0] += 1
+        return orig(self)
+
+    monkeypatch.setattr(SimBackend, "begin_deferred",
+                        lambda self, evidence_only=True, _b=SimBackend.begin_deferred: _b(self, evidence_only))
+    monkeypatch.setattr(SimBackend, "_snapshot", snapshot)
+    lean, ev_lean = _run(True)
+    monkeypatch.undo()
+    assert ev_lean == ev_full and len(ev_lean) == 140
+    assert sum(lean.pod_ooms.values()) > 0 and lean.pod_ooms == full.pod_ooms
+    assert lean.state_digest() == full.state_digest()
+    assert snaps[0] == 2                             # the constructor's and one at the span's end
+    assert lean.history.n <= 1 and len(lean.history.epochs) < len(full.history.epochs)
+    # after the span the twin runs on as the full one does, health reads included
+    for sim in (full, lean):
+        sim.scale("frontend", 3)
+    assert full.advance_to(2400.0) == lean.advance_to(2400.0)
+    for t in (2200.0, 2400.0):
+        for s in ("frontend", "cartservice", "adservice"):
+            assert full.service_health(s, at=t) == lean.service_health(s, at=t)
+        assert full.serving_revisions("frontend", at=t) == lean.serving_revisions("frontend", at=t)
