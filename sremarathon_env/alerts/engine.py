@@ -401,10 +401,8 @@ class PromQLEngine:
                     parts = [("perm", np.asarray(order, dtype=np.intp), parts)]
             if len(per_fam) == 1 and None not in keys:
                 fam, ent = per_fam[0]
-                ident = order is None or not (parts and parts[0][0] == "perm")
-                skeys = keys if order is None else [keys[i] for i in order]
-                order_a = np.arange(len(keys), dtype=np.intp) if order is None else np.asarray(order, dtype=np.intp)
-                aux = (len(keys), order_a, skeys, np.asarray(ent[1], dtype=np.intp), ident)
+                order = list(range(len(keys))) if order is None else order
+                aux = (len(keys), order, [keys[i] for i in order], np.asarray(ent[1], dtype=np.intp), None)
         self._sel_result[shape[0]] = (shape, parts, labels, aux)
         ctx.series += len(labels)
         if ctx.series > self.limits.max_series:
@@ -444,31 +442,30 @@ class PromQLEngine:
 
     @staticmethod
     def _select_grow(fam_ent, aux, prev_labels):
-        """A one-family result with new matching rows: the new rows merged into the previous sorted order.
+        """A one-family result with new matching rows: each new row inserted into the sorted order.
 
-        A new row goes after every equal key (old rows first, then new ones in row order): what the stable full
-        sort gives. The new keys are sorted (stably) and each is placed by bisection in the old sorted keys;
-        the j-th of them then lands at its old-list position plus j."""
+        Inserting rows in row order after every equal key gives what the stable full sort gives."""
         fam, (_, rows, lbs, keys) = fam_ent
-        m, order, skeys, arr, ident = aux
-        n_old = len(skeys)
-        new_keys = keys[m:]
-        srt = sorted(range(len(new_keys)), key=new_keys.__getitem__)
-        at = [bisect_right(skeys, new_keys[j]) for j in srt]   # positions in the old sorted list
-        pos = [p + j for j, p in enumerate(at)]                 # positions in the new one
-        skeys = list(skeys)
-        labels = list(prev_labels)
-        for p, j in zip(pos, srt):
-            skeys.insert(p, new_keys[j])
-            labels.insert(p, lbs[m + j])
-        new_idx = np.asarray(srt, dtype=np.intp) + m
-        ident = ident and (not at or at[0] == n_old) and srt == list(range(len(srt)))
-        order = np.concatenate([order, new_idx]) if ident else np.insert(order, at, new_idx)
+        m, order, skeys, arr, _ = aux
+        order, skeys = list(order), list(skeys)
+        for i in range(m, len(keys)):
+            k = keys[i]
+            pos = bisect_right(skeys, k)
+            skeys.insert(pos, k)
+            order.insert(pos, i)
         arr = np.concatenate([arr, np.asarray(rows[m:], dtype=np.intp)])
-        parts: list = [(fam, arr)] if ident else [("perm", order, [(fam, arr)])]
+        parts: list = [(fam, arr)]
+        if order == list(range(len(order))):
+            labels = list(lbs)
+            pos = list(range(m, len(keys)))
+        else:
+            labels = list(map(lbs.__getitem__, order))
+            perm = np.asarray(order, dtype=np.intp)
+            parts = [("perm", perm, parts)]
+            pos = np.flatnonzero(perm >= m).tolist()
         # later label work (group keys, signatures, name drops...) redoes only the new rows
         note_grown(labels, prev_labels, pos)
-        return parts, labels, (len(keys), order, skeys, arr, ident)
+        return parts, labels, (len(keys), order, skeys, arr, None)
 
     def _gather(self, parts, cols: np.ndarray) -> np.ndarray:
         n_ticks = self.store.n_ticks

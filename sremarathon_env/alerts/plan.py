@@ -42,7 +42,7 @@ from .limits import QueryError
 from .rangefuncs import RANGE_FUNCS
 from .tape import CODES, KernelSpec, Tape, window_kernel
 from .values import _NONE, Scal, Vec, Win, dedupe, drop_names, grown_from, has_dup, memo, memo_get, note_grown
-from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _elem, _groups, _pairs, _sig_index, _sigs
+from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _groups, _pairs, _sig_index, _sigs
 
 #: range functions evaluated in batches (row-independent, no scalar parameter)
 _BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets", "sum_over_time", "avg_over_time",
@@ -149,7 +149,7 @@ class _Sel(_Node):
     def compute(self, E):
         ref, j, ok, js = self.plan.instant_cols(E, self.sel.at_ms, self.sel.offset_ms)
         vals = _gather(self.flat, self.perm, E.n_ticks, j if js is None else js)
-        return vals, ~np.isnan(vals) & ok[None, :]
+        return vals, (vals == vals) & ok[None, :]   # a sample is present where it is not NaN
 
 
 class _RangeGroup:
@@ -329,7 +329,22 @@ _AGG_LAYOUT: dict[tuple, tuple] = {}
 
 
 def _NEG_ZERO_ROW(T: int) -> np.ndarray:
-    return np.full((1, T), -0.0)
+    """A (1, T) row of -0.0 (shared: read only)."""
+    row = _ROWS.get(("-0", T))
+    if row is None:
+        row = _ROWS[("-0", T)] = np.full((1, T), -0.0)
+    return row
+
+
+def _FALSE_ROW(T: int) -> np.ndarray:
+    """A (1, T) row of False (shared: read only)."""
+    row = _ROWS.get(("f", T))
+    if row is None:
+        row = _ROWS[("f", T)] = np.zeros((1, T), bool)
+    return row
+
+
+_ROWS: dict[tuple, np.ndarray] = {}
 
 
 class _VecScalar(_Node):
@@ -349,7 +364,10 @@ class _VecScalar(_Node):
         lv, rv = (s, v) if self.left else (v, s)
         op = self.op
         if op in ARITH_FUNCS:  # floating-point warnings are off for the whole call (PackPlan.evaluate)
-            return np.broadcast_to(ARITH_FUNCS[op](lv, rv), v.shape).astype(np.float64, copy=False), p
+            r = ARITH_FUNCS[op](lv, rv)
+            if r.shape != v.shape:
+                r = np.broadcast_to(r, v.shape)
+            return r.astype(np.float64, copy=False), p
         c = CMP_FUNCS[op](lv, rv)
         if self.rb:
             return c.astype(np.float64), p
@@ -372,10 +390,18 @@ class _VecVec(_Node):
         ov, op_ = ov[self.oi], op_[self.oi]
         mv, mp = mv[self.mi], mp[self.mi]
         vl, vr = (ov, mv) if self.swap else (mv, ov)
-        val, keep = _elem(self.op, vl, vr, self.rb)
         p = mp & op_
-        if keep is not None:
-            p &= keep
+        op = self.op
+        # vectorops._elem without its errstate: warnings are off for the whole call (PackPlan.evaluate)
+        if op in ARITH_FUNCS:
+            val = ARITH_FUNCS[op](vl, vr)
+        else:
+            c = CMP_FUNCS[op](vl, vr)
+            if self.rb:
+                val = c.astype(np.float64)
+            else:
+                val = vl
+                p &= c
         return np.asarray(val, dtype=np.float64), p
 
 
@@ -396,7 +422,7 @@ class _SetAndUnless(_Node):
         else:
             _, rp = self.rhs.value(E)
             union = np.logical_or.reduceat(rp[self.r_order], self.r_starts, axis=0)
-            union = np.vstack([union, np.zeros((1, E.T), bool)])
+            union = np.concatenate([union, _FALSE_ROW(E.T)])
             mask = union[self.lmap]
         return lv, (lp & mask if self.op == "and" else lp & ~mask)
 
