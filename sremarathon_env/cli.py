@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from wrappers.gc_policy import tune_gc
+    from wrappers.gc_policy import tune_process
 
-    tune_gc()   # a CLI process only steps marathons: rollout GC thresholds (see wrappers.gc_policy; same results)
+    tune_process()   # a CLI process only steps marathons: rollout GC and allocator settings (wrappers.gc_policy; same results)
     return int(args.func(args) or 0)
 
 

@@ -1,4 +1,5 @@
-"""Garbage-collector thresholds for processes that only step marathons (RL rollout workers, benchmarks).
+"""Garbage-collector thresholds and allocator settings for processes that only step marathons (RL rollout workers,
+benchmarks).
 
 A marathon keeps ~150-200 k tracked objects alive (the twin's cluster state, alert caches, the bundle), and a step
 allocates thousands of short-lived containers. With CPython's default thresholds (700, 10, 10) a faulted Online
@@ -18,11 +19,23 @@ True
 True
 >>> gc.get_threshold() == old
 True
+
+The allocator: glibc's malloc raises its mmap threshold each time a large block is freed, so the numpy arrays a
+marathon allocates and frees (metric store, alert tape, twin blocks) soon come from the heap, whose freed pages it
+rarely returns: a rollout process's resident memory then climbs with every episode (OB RL view, 30 episodes:
+693 -> 1073 MB). `tune_malloc` fixes the threshold (arrays of 256 KiB and more are mapped and unmapped on their own:
+641-682 MB, flat, at the same step cost). A no-op (False) where the C library is not glibc.
+
+>>> tune_malloc() in (True, False)
+True
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
+import sys
 
 #: young-generation threshold raised ~14x; the older generations keep CPython's ratios
 ROLLOUT_THRESHOLDS = (10000, 10, 10)
@@ -35,4 +48,32 @@ def tune_gc(thresholds: tuple[int, ...] = ROLLOUT_THRESHOLDS) -> tuple[int, int,
     return old
 
 
-__all__ = ["ROLLOUT_THRESHOLDS", "tune_gc"]
+#: glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: allocations of at least this many bytes are mapped on their own (returned to the system when freed)
+MMAP_THRESHOLD = 256 * 1024
+#: free memory at the top of the heap kept before it is returned
+TRIM_THRESHOLD = 64 * 1024 * 1024
+
+
+def tune_malloc(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD) -> bool:
+    """Fix glibc's mmap and trim thresholds for this process (``mallopt``); True where they were set.
+    Process-wide, like `tune_gc`: call it from a process entry point, not from library code."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):   # not glibc (e.g. musl has no mallopt)
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold))) and bool(mallopt(_M_TRIM_THRESHOLD, int(trim_threshold)))
+
+
+def tune_process() -> None:
+    """`tune_gc` and `tune_malloc`: the settings of a process that only steps marathons (the CLI, RLlib env runners)."""
+    tune_gc()
+    tune_malloc()
+
+
+__all__ = ["MMAP_THRESHOLD", "ROLLOUT_THRESHOLDS", "TRIM_THRESHOLD", "tune_gc", "tune_malloc", "tune_process"]
