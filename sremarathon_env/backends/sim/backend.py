@@ -73,10 +73,15 @@ class _Tape:
     """Traffic outputs of a metric-less twin's deferred ticks (`begin_deferred` .. `end_deferred`), kept
     for other twins of the same app, seed, tick and load model (the run loop's scored twin follows the
     no-action reference run tick for tick until the agent acts). ``ticks``: tick -> (chunk, offset);
-    a chunk is (outputs, task rates, traffic inputs as bytes per tick, dt)."""
+    a chunk is (outputs, task rates, traffic inputs as bytes per tick, dt). A twin whose state-changing
+    calls (`SimBackend._note`) equal the taped run's is in its state and takes its state refreshes' inputs
+    too (``refresh``)."""
 
     def __init__(self) -> None:
         self.ticks: dict[int, tuple[tuple, int]] = {}
+        #: tick -> (the twin's calls so far, pod-state key, slot capacity, the effects' resolution and traffic
+        #: inputs built at that tick's state refresh: see `SimBackend._refresh`)
+        self.refresh: dict[int, tuple] = {}
 
     def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: list) -> None:
         chunk = (out, task_rate, keys, dt, evidence)
@@ -185,6 +190,7 @@ class SimBackend:
         self._deferred: list[dict] | None = None   # tick runs whose traffic waits (`advance_to`, `end_deferred`)
         self._tape: _Tape | None = None            # where a `begin_deferred` span keeps its outputs
         self._lean = False                         # an evidence-only deferred span: no health history
+        self._calls = b""                          # fingerprint of the state-changing calls so far (`_note`)
         self._blk: tuple | None = None             # per-slot constants of the current flow slots
         self._has_burn = self._has_hog = self._has_leak = False
         self.cluster.run_until(0.0)
@@ -321,6 +327,12 @@ class SimBackend:
 
     def _tape_key(self) -> tuple:
         return (self.app_name, id(self.m), self.seed, self.tick_s, self.noise_load)
+
+    def _note(self, *call: Any) -> None:
+        """Fold a state-changing call and the time it came at into ``_calls``. The twin is deterministic:
+        twins of one app, seed, tick and load model that got the same calls at the same times are in the
+        same state at every tick (however their advances were cut, with or without metrics)."""
+        self._calls = hashlib.blake2b(self._calls + repr((call, self._now)).encode(), digest_size=16).digest()
 
     def _settle(self, runs: list[dict]) -> list[EntryEvidence]:
         """The traffic of waiting runs (consecutive ticks), about DEFER_CHUNK ticks per traffic step
@@ -592,70 +604,18 @@ class SimBackend:
                c.p_node[:n].tobytes(), c.p_rs[:n].tobytes())
         if self._effects_dirty or key != self._inputs_key or cap != len(self.pod_burn):
             self._inputs_key = key
-            res = faulthook.resolve(self, T)
-            self.res = res
-            # per-slot effect terms (the all-zero arrays are kept while no effect sets any)
-            if res.pod_burn or self._has_burn or len(self.pod_burn) != cap:
-                self.pod_burn = np.zeros(cap)
-                for s, v in res.pod_burn.items():
-                    self.pod_burn[s] = v
-            if res.pod_hog or self._has_hog or len(self.pod_hog) != cap:
-                self.pod_hog = np.zeros(cap)
-                for s, v in res.pod_hog.items():
-                    self.pod_hog[s] = v
-            if res.pod_leak or self._has_leak or len(self.pod_leak_rate) != cap:
-                self.pod_leak_rate = np.zeros(cap)
-                self.pod_leak_since = np.full(cap, np.inf)
-                for s, (rate, since) in res.pod_leak.items():
-                    self.pod_leak_rate[s] = rate
-                    self.pod_leak_since[s] = since
-            self._has_burn = bool(res.pod_burn)
-            self._has_hog = bool(res.pod_hog)
-            self._has_leak = bool(res.pod_leak)
-            eff = c.p_active & c.p_ready & ~c.p_lost
-            if res.pod_not_ready:
-                nr = np.zeros(cap, dtype=bool)
-                for s in res.pod_not_ready:
-                    nr[s] = True
-                eff &= ~nr
-            eff[n:] = False
-            self.pod_ready_eff = eff
-            ready_slots = np.flatnonzero(eff[:n])
-            ready_svc = c.p_svc[ready_slots]
-            self.ready_count = np.bincount(ready_svc, minlength=m.S).astype(float)
-            lim = c.p_cpu_lim[ready_slots]
-            capacity = np.bincount(ready_svc, np.where(np.isnan(lim), 1.0, lim), minlength=m.S)
-            # (zero burn terms sum to the positive zeros np.zeros holds)
-            burn = np.bincount(ready_svc, self.pod_burn[ready_slots], minlength=m.S) if self._has_burn else np.zeros(m.S)
-            # zone mix of ready endpoints (a service without any falls back to its spec node's zone):
-            # network latency per edge, a function of where the ready pods run (cached by that placement)
-            zkey = (ready_svc.tobytes(), c.p_node[ready_slots].tobytes())
-            edge_net = self._zone_net.get(zkey)
-            if edge_net is None:
-                Zm = np.zeros((m.S, m.Z))
-                np.add.at(Zm, (ready_svc, m.node_zone[c.p_node[ready_slots]]), 1.0)
-                empty = np.flatnonzero(Zm.sum(axis=1) == 0)
-                if len(empty):
-                    Zm[empty, self._spec_zone[empty]] = 1.0
-                Zm /= Zm.sum(axis=1, keepdims=True)
-                topo = self.app.topology
-                caller = m.edge_caller.copy()
-                same = np.einsum("ez,ez->e", Zm[np.maximum(caller, 0)], Zm[m.edge_callee])
-                edge_net = topo.intra_zone_latency_ms + (1.0 - same) * (topo.inter_zone_latency_ms - topo.intra_zone_latency_ms)
-                edge_net[0] = 0.0
-                if len(self._zone_net) >= 64:
-                    self._zone_net.clear()
-                self._zone_net[zkey] = edge_net
-            net = edge_net[m.node_edge] + res.net_add
-            no_ep = res.no_endpoints | (self.ready_count <= 0)
-            self.uh_edge = no_ep[m.edge_callee].astype(float)
-            # which edges cannot reach their callee because it has no endpoints (for logs)
-            reason = res.edge_reason.copy()
-            reason[(reason == 0) & no_ep[m.edge_callee]] = faulthook.REASON_NO_ENDPOINTS
-            res.edge_reason = reason
-            self.inputs = TickInputs(self.ready_count, capacity, burn, res.lat_add, res.e_app, res.e_unreach, net,
-                                     res.no_endpoints)
-            self.tm.prepare(self.inputs)
+            # a twin whose calls so far equal a taped (reference) run's has its state: take the inputs built there
+            tape = _TAPES.get(self._tape_key()) if self._tape is None else None
+            hit = tape.refresh.get(tick) if tape is not None else None
+            if hit is not None and hit[0] == self._calls and hit[1] == key and hit[2] == cap:
+                (self.res, self.pod_burn, self.pod_hog, self.pod_leak_rate, self.pod_leak_since, self._has_burn,
+                 self._has_hog, self._has_leak, self.pod_ready_eff, self.ready_count, self.uh_edge, self.inputs) = hit[3]
+            else:
+                self._build_inputs(T, n, cap)
+                if self._tape is not None:
+                    self._tape.refresh[tick] = (self._calls, key, cap, (
+                        self.res, self.pod_burn, self.pod_hog, self.pod_leak_rate, self.pod_leak_since, self._has_burn,
+                        self._has_hog, self._has_leak, self._ready_eff, self.ready_count, self.uh_edge, self.inputs))
         # crash effects that became active make running containers exit now
         crash_now = {h for h, e in self.book.effects.items() if e.kind == "crash" and self._effect_on(h, e)}
         for h in sorted(crash_now - self._crash_handles):
@@ -673,6 +633,75 @@ class SimBackend:
         self._restarts = self._restart_counts()
         if not self._lean:
             self.history.add_epoch(self._snapshot())
+
+    def _build_inputs(self, T: float, n: int, cap: int) -> None:
+        """Resolve the effects and build the traffic inputs of the current cluster state."""
+        c = self.cluster
+        m = self.m
+        res = faulthook.resolve(self, T)
+        self.res = res
+        # per-slot effect terms (the all-zero arrays are kept while no effect sets any)
+        if res.pod_burn or self._has_burn or len(self.pod_burn) != cap:
+            self.pod_burn = np.zeros(cap)
+            for s, v in res.pod_burn.items():
+                self.pod_burn[s] = v
+        if res.pod_hog or self._has_hog or len(self.pod_hog) != cap:
+            self.pod_hog = np.zeros(cap)
+            for s, v in res.pod_hog.items():
+                self.pod_hog[s] = v
+        if res.pod_leak or self._has_leak or len(self.pod_leak_rate) != cap:
+            self.pod_leak_rate = np.zeros(cap)
+            self.pod_leak_since = np.full(cap, np.inf)
+            for s, (rate, since) in res.pod_leak.items():
+                self.pod_leak_rate[s] = rate
+                self.pod_leak_since[s] = since
+        self._has_burn = bool(res.pod_burn)
+        self._has_hog = bool(res.pod_hog)
+        self._has_leak = bool(res.pod_leak)
+        eff = c.p_active & c.p_ready & ~c.p_lost
+        if res.pod_not_ready:
+            nr = np.zeros(cap, dtype=bool)
+            for s in res.pod_not_ready:
+                nr[s] = True
+            eff &= ~nr
+        eff[n:] = False
+        self.pod_ready_eff = eff
+        ready_slots = np.flatnonzero(eff[:n])
+        ready_svc = c.p_svc[ready_slots]
+        self.ready_count = np.bincount(ready_svc, minlength=m.S).astype(float)
+        lim = c.p_cpu_lim[ready_slots]
+        capacity = np.bincount(ready_svc, np.where(np.isnan(lim), 1.0, lim), minlength=m.S)
+        # (zero burn terms sum to the positive zeros np.zeros holds)
+        burn = np.bincount(ready_svc, self.pod_burn[ready_slots], minlength=m.S) if self._has_burn else np.zeros(m.S)
+        # zone mix of ready endpoints (a service without any falls back to its spec node's zone):
+        # network latency per edge, a function of where the ready pods run (cached by that placement)
+        zkey = (ready_svc.tobytes(), c.p_node[ready_slots].tobytes())
+        edge_net = self._zone_net.get(zkey)
+        if edge_net is None:
+            Zm = np.zeros((m.S, m.Z))
+            np.add.at(Zm, (ready_svc, m.node_zone[c.p_node[ready_slots]]), 1.0)
+            empty = np.flatnonzero(Zm.sum(axis=1) == 0)
+            if len(empty):
+                Zm[empty, self._spec_zone[empty]] = 1.0
+            Zm /= Zm.sum(axis=1, keepdims=True)
+            topo = self.app.topology
+            caller = m.edge_caller.copy()
+            same = np.einsum("ez,ez->e", Zm[np.maximum(caller, 0)], Zm[m.edge_callee])
+            edge_net = topo.intra_zone_latency_ms + (1.0 - same) * (topo.inter_zone_latency_ms - topo.intra_zone_latency_ms)
+            edge_net[0] = 0.0
+            if len(self._zone_net) >= 64:
+                self._zone_net.clear()
+            self._zone_net[zkey] = edge_net
+        net = edge_net[m.node_edge] + res.net_add
+        no_ep = res.no_endpoints | (self.ready_count <= 0)
+        self.uh_edge = no_ep[m.edge_callee].astype(float)
+        # which edges cannot reach their callee because it has no endpoints (for logs)
+        reason = res.edge_reason.copy()
+        reason[(reason == 0) & no_ep[m.edge_callee]] = faulthook.REASON_NO_ENDPOINTS
+        res.edge_reason = reason
+        self.inputs = TickInputs(self.ready_count, capacity, burn, res.lat_add, res.e_app, res.e_unreach, net,
+                                 res.no_endpoints)
+        self.tm.prepare(self.inputs)
 
     def _restart_counts(self) -> np.ndarray:
         c = self.cluster
@@ -777,6 +806,7 @@ class SimBackend:
 
     # ================================================================== fault hook
     def apply_effect(self, effect: Effect) -> str:
+        self._note("apply_effect", effect)
         if effect.bind == "revision":
             raise ValueError("revision-bound effects are delivered with deploy(..., effects=[...])")
         self._check_targets(effect)
@@ -830,6 +860,7 @@ class SimBackend:
         return copy.deepcopy(self, memo)
 
     def remove_effect(self, handle: str) -> None:
+        self._note("remove_effect", handle)
         self._in_pods.pop(handle, None)
         e = self.book.remove(handle)
         if e is None:
@@ -891,6 +922,7 @@ class SimBackend:
     def deploy(self, service: str, *, message: str, author: str, files: dict[str, str] | None = None,
                env: dict[str, str | None] | None = None, image_tag: str | None = None,
                effects: list[Effect] = (), noise: bool = False) -> OpResult:
+        self._note("deploy", service, message, author, files, env, image_tag, list(effects), noise)
         dep = self._dep(service)
         if dep is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
@@ -946,6 +978,7 @@ class SimBackend:
                          "sha": sha, "effect_handles": new_handles})
 
     def rollback(self, service: str, revision: int | None = None) -> OpResult:
+        self._note("rollback", service, revision)
         dep = self._dep(service)
         if dep is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
@@ -974,6 +1007,7 @@ class SimBackend:
                         {"revision": target.revision, "from_revision": old_rev, "replicaset": target.name})
 
     def scale(self, service: str, replicas: int) -> OpResult:
+        self._note("scale", service, replicas)
         dep = self._dep(service)
         if dep is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
@@ -984,6 +1018,7 @@ class SimBackend:
         return OpResult(True, f"deployment.apps/{service} scaled to {replicas}", {"replicas": int(replicas)})
 
     def restart(self, service: str) -> OpResult:
+        self._note("restart", service)
         dep = self._dep(service)
         if dep is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
@@ -997,6 +1032,7 @@ class SimBackend:
         return OpResult(True, f"deployment.apps/{service} restarted", {"revision": rs.revision, "replicaset": rs.name})
 
     def set_config(self, target: str, key: str, value: str | None) -> OpResult:
+        self._note("set_config", target, key, value)
         flags_cm = self.app.flags_config_map
         if flags_cm is not None and target in (flags_cm, "flagd"):
             flag = self._flag(key)
@@ -1026,6 +1062,7 @@ class SimBackend:
 
     def set_resources(self, service: str, *, cpu_request_m: int | None = None, cpu_limit_m: int | None = None,
                       mem_request_mi: int | None = None, mem_limit_mi: int | None = None) -> OpResult:
+        self._note("set_resources", service, cpu_request_m, cpu_limit_m, mem_request_mi, mem_limit_mi)
         dep = self._dep(service)
         if dep is None:
             return OpResult(False, f'deployments.apps "{service}" not found')
@@ -1045,6 +1082,7 @@ class SimBackend:
         return OpResult(True, f"deployment.apps/{service} resource requirements updated", {"revision": rs.revision})
 
     def drain_node(self, node: str) -> OpResult:
+        self._note("drain_node", node)
         idx = self.cluster.node_index.get(node)
         if idx is None:
             return OpResult(False, f'nodes "{node}" not found')
@@ -1053,6 +1091,7 @@ class SimBackend:
         return OpResult(True, f"node/{node} cordoned, {n} pod(s) evicted", {"evicted": n})
 
     def uncordon_node(self, node: str) -> OpResult:
+        self._note("uncordon_node", node)
         idx = self.cluster.node_index.get(node)
         if idx is None:
             return OpResult(False, f'nodes "{node}" not found')

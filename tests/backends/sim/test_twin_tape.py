@@ -1,7 +1,9 @@
 """A metric-less twin's deferred span (the run loop's no-action reference run) keeps its traffic outputs
 on a tape; a twin of the same app, seed and load whose ticks have the very same task rates and inputs
-takes them instead of stepping the traffic model. Its numbers are bit-identical to stepping them, also
-after it stops following the taped run (an intervention the reference run does not make)."""
+takes them instead of stepping the traffic model, and while its state-changing calls equal the taped
+run's (so its state does) it takes the effects' resolution and traffic inputs of its state refreshes
+too. Its numbers are bit-identical to computing them, also after it stops following the taped run (an
+intervention the reference run does not make)."""
 
 import numpy as np
 
@@ -28,16 +30,23 @@ def _reference(seed: int) -> list:
     return sim.end_deferred()
 
 
-def _scored(monkeypatch, seed: int):
+def _scored(monkeypatch, seed: int, builds: list | None = None):
     steps = [0]
     orig = TrafficModel.step
+    orig_build = SimBackend._build_inputs
 
     def step(self, *a):
         steps[0] += 1
         return orig(self, *a)
 
+    def build(self, *a):
+        if builds is not None:
+            builds.append(self._tick)
+        return orig_build(self, *a)
+
     with monkeypatch.context() as mp:
         mp.setattr(TrafficModel, "step", step)
+        mp.setattr(SimBackend, "_build_inputs", build)
         sim = SimBackend("online-boutique", seed=seed)
         evidence = []
         for k in range(2, 62, 2):
@@ -51,11 +60,15 @@ def _scored(monkeypatch, seed: int):
 
 def test_a_twin_that_follows_a_taped_run_takes_its_outputs(monkeypatch):
     backend_mod._TAPES.clear()
-    b, ev_b, steps_b = _scored(monkeypatch, seed=6)          # no tape: every advance steps
+    builds_b, builds_a = [], []
+    b, ev_b, steps_b = _scored(monkeypatch, seed=6, builds=builds_b)   # no tape: every advance steps
     ref = _reference(seed=6)
     assert len(backend_mod._TAPES) == 1
-    a, ev_a, steps_a = _scored(monkeypatch, seed=6)
+    a, ev_a, steps_a = _scored(monkeypatch, seed=6, builds=builds_a)
     assert 0 < steps_a < steps_b / 2, (steps_a, steps_b)   # taped up to the divergence, stepped after
+    # inputs built: once at construction (before the reference span), then only after the divergence
+    assert builds_a[0] == 0 and all(k >= DIVERGE for k in builds_a[1:]) and len(builds_a) > 1
+    assert len([k for k in builds_b if k < DIVERGE]) >= 4   # the untaped twin builds at every change
     assert ev_a == ev_b and ev_a[:DIVERGE - 1] == ref[:DIVERGE - 1] and ev_a[DIVERGE + 4:] != ref[DIVERGE + 4:]
     n = a.history.n
     for name in ("node", "edge", "path", "svc"):
@@ -86,3 +99,22 @@ def test_tapes_are_bounded_and_replaced_per_key():
     sim.end_deferred()
     assert sorted(backend_mod._TAPES[sim._tape_key()].ticks) == [1, 2]
     backend_mod._TAPES.clear()
+
+
+def test_equal_calls_mean_equal_state_and_a_different_call_a_different_fingerprint():
+    a, b, c = (SimBackend("online-boutique", seed=2, metrics=m) for m in (True, False, True))
+    for s in (a, b, c):
+        s.advance_to(45.0)
+        s.apply_effect(Effect(kind="latency", service="cartservice", ms=50.0))
+    a.advance_to(150.0)
+    b.advance_to(60.0)
+    b.advance_to(150.0)          # advances cut differently, no metrics: same state
+    c.advance_to(150.0)
+    c.scale("frontend", 2)
+    assert a._calls == b._calls != c._calls and a._calls != b""
+    assert a.state_digest() == b.state_digest()
+    d = SimBackend("online-boutique", seed=2)
+    d.advance_to(60.0)           # the same effect one tick later: another history, another fingerprint
+    d.apply_effect(Effect(kind="latency", service="cartservice", ms=50.0))
+    d.advance_to(150.0)
+    assert d._calls != a._calls
