@@ -82,6 +82,8 @@ class _Tape:
         #: tick -> (the twin's calls so far, pod-state key, slot capacity, the effects' resolution and traffic
         #: inputs built at that tick's state refresh: see `SimBackend._refresh`)
         self.refresh: dict[int, tuple] = {}
+        #: tick -> (calls, pod-state key, the cluster snapshot taken at that tick's state refresh)
+        self.epochs: dict[int, tuple] = {}
 
     def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: list) -> None:
         chunk = (out, task_rate, keys, dt, evidence)
@@ -632,7 +634,16 @@ class SimBackend:
             self._desired[dep.svc] = dep.replicas
         self._restarts = self._restart_counts()
         if not self._lean:
-            self.history.add_epoch(self._snapshot())
+            # the same calls and pod state as a taped run at this tick: its snapshot (frozen) is this one
+            tape = self._tape if self._tape is not None else _TAPES.get(self._tape_key())
+            hit = tape.epochs.get(tick) if tape is not None else None
+            if self._tape is None and hit is not None and hit[0] == self._calls and hit[1] == self._inputs_key:
+                epoch = hit[2]
+            else:
+                epoch = self._snapshot()
+                if self._tape is not None:
+                    self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
+            self.history.add_epoch(epoch)
 
     def _build_inputs(self, T: float, n: int, cap: int) -> None:
         """Resolve the effects and build the traffic inputs of the current cluster state."""

@@ -20,14 +20,19 @@ EVENTS = {
 DIVERGE = 32   # the scored twin alone: scaled at this tick
 
 
-def _reference(seed: int) -> list:
+def _reference(seed: int):
     sim = SimBackend("online-boutique", seed=seed, metrics=False)
     sim.begin_deferred()
     for k in range(2, 62, 2):
         sim.advance_to(k * 15.0)
         if k in EVENTS:
             EVENTS[k](sim)
-    return sim.end_deferred()
+    return sim, sim.end_deferred()
+
+
+def _epochs(sim) -> list:
+    return [(e.ready_svc.tolist(), e.ready_rev.tolist(), sorted(e.active_effects), sorted(e.pods_on_node.items()))
+            for e in sim.history.epochs]
 
 
 def _scored(monkeypatch, seed: int, builds: list | None = None):
@@ -62,7 +67,7 @@ def test_a_twin_that_follows_a_taped_run_takes_its_outputs(monkeypatch):
     backend_mod._TAPES.clear()
     builds_b, builds_a = [], []
     b, ev_b, steps_b = _scored(monkeypatch, seed=6, builds=builds_b)   # no tape: every advance steps
-    ref = _reference(seed=6)
+    ref_sim, ref = _reference(seed=6)
     assert len(backend_mod._TAPES) == 1
     a, ev_a, steps_a = _scored(monkeypatch, seed=6, builds=builds_a)
     assert 0 < steps_a < steps_b / 2, (steps_a, steps_b)   # taped up to the divergence, stepped after
@@ -73,6 +78,11 @@ def test_a_twin_that_follows_a_taped_run_takes_its_outputs(monkeypatch):
     n = a.history.n
     for name in ("node", "edge", "path", "svc"):
         assert np.array_equal(getattr(a.history, name)[:, :n], getattr(b.history, name)[:, :n]), name
+    for name in ("ready", "reason", "epoch_of"):
+        assert np.array_equal(getattr(a.history, name)[:n], getattr(b.history, name)[:n]), name
+    assert _epochs(a) == _epochs(b)
+    shared = {id(e) for e in ref_sim.history.epochs}
+    assert sum(id(e) in shared for e in a.history.epochs) > 5     # snapshots taken from the reference run
     assert a.store.names() == b.store.names()
     for name in a.store.names():
         for fa, fb in zip(a.store.families(name), b.store.families(name), strict=True):
