@@ -59,6 +59,21 @@ class Win:
 
 
 _MEMO: dict[tuple, tuple[tuple, object]] = {}
+#: the previous generation of ``_MEMO``: still answered (and moved back), dropped at the next turn
+_MEMO_OLD: dict[tuple, tuple[tuple, object]] = {}
+#: entries per generation (a no-op Online Boutique marathon adds about 3000; at most twice this many are kept)
+MEMO_GENERATION = 4000
+
+
+def _memo_hit(key: tuple, inputs: tuple):
+    """The cached entry for ``key`` if its inputs are these very objects (moved to the current generation)."""
+    hit = _MEMO.get(key)
+    if hit is None:
+        hit = _MEMO_OLD.get(key)
+        if hit is None:
+            return None
+        _MEMO[key] = hit
+    return hit if all(a is b for a, b in zip(hit[0], inputs)) else None
 
 
 def memo(tag: tuple, inputs: tuple[list, ...], fn):
@@ -66,13 +81,21 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
 
     Selectors return the same list object while their series do not change, so label work
     (grouping, matching signatures, label_replace) is done once per series set, not per evaluation.
+    The cache has two generations of ``MEMO_GENERATION`` entries: an entry not used during a whole
+    generation is dropped (label lists of finished episodes stop holding memory and stop costing the
+    garbage collector), one in use stays.
     """
+    global _MEMO, _MEMO_OLD
     key = (tag, tuple(id(x) for x in inputs))
     hit = _MEMO.get(key)
+    if hit is None and _MEMO_OLD:
+        hit = _MEMO_OLD.get(key)
+        if hit is not None:
+            _MEMO[key] = hit
     if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):
         return hit[1]
-    if len(_MEMO) > 20000:
-        _MEMO.clear()
+    if len(_MEMO) >= MEMO_GENERATION:
+        _MEMO_OLD, _MEMO = _MEMO, {}
     out = fn()
     _MEMO[key] = (inputs, out)
     return out
@@ -96,10 +119,8 @@ _NONE = object()
 
 def memo_get(tag: tuple, inputs: tuple[list, ...]):
     """The memoised result for these inputs, or ``_NONE``."""
-    hit = _MEMO.get((tag, tuple(id(x) for x in inputs)))
-    if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):
-        return hit[1]
-    return _NONE
+    hit = _memo_hit((tag, tuple(id(x) for x in inputs)), inputs)
+    return _NONE if hit is None else hit[1]
 
 
 #: label lists made from an earlier list by inserting items (a selector whose family gained series):

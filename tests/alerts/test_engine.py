@@ -191,3 +191,28 @@ def test_select_growth_merges_new_rows_like_a_fresh_sort():
                 rest = [lb for i, lb in enumerate(labels) if i not in set(g[1])]
                 assert rest == before[2] and len(labels) == len(before[2]) + len(g[1])
         ctx.series = 0
+
+
+def test_memo_keeps_entries_in_use_and_drops_stale_ones():
+    """The identity memo has two generations: an entry hit in every generation stays (its function is not run
+    again), one never used again is gone after two turns, and results never depend on which."""
+    from sremarathon_env.alerts import values as VA
+
+    calls = []
+    hot = [("a",)]
+    def f(x):
+        calls.append(x)
+        return len(x)
+    assert VA.memo(("t-hot",), (hot,), lambda: f(hot)) == 1
+    cold = [[("c", str(i))] for i in range(3)]
+    for c in cold:
+        VA.memo(("t-cold",), (c,), lambda c=c: f(c))
+    fill = [[("f", str(i))] for i in range(2 * VA.MEMO_GENERATION + 10)]
+    for k, x in enumerate(fill):
+        VA.memo(("t-fill",), (x,), lambda x=x: 0)
+        if k % 100 == 0:   # the hot entry is used all along
+            assert VA.memo(("t-hot",), (hot,), lambda: f(hot)) == 1
+    assert calls.count(hot) == 1
+    assert VA.memo_get(("t-cold",), (cold[0],)) is VA._NONE       # not used for two generations: dropped
+    assert len(VA._MEMO) + len(VA._MEMO_OLD) <= 2 * VA.MEMO_GENERATION + 2
+    assert VA.memo(("t-cold",), (cold[0],), lambda: f(cold[0])) == 1 and calls.count(cold[0]) == 2
