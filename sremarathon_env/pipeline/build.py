@@ -30,7 +30,7 @@ caller's job (`Backend.deploy`). `build` never raises: a bad diff or a broken tr
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -41,6 +41,10 @@ Stage = Literal["apply", "lint", "unit_tests"]
 
 #: Largest diff the pipeline accepts (characters).
 MAX_DIFF_CHARS = 256 * 1024
+
+#: `BuildPipeline.build_change` results kept (insertion order; the app is kept so that its id stays its own)
+CHANGE_CACHE = 256
+_CHANGES: dict[tuple, tuple[AppSpec, "BuildResult"]] = {}
 
 
 @dataclass(frozen=True)
@@ -101,9 +105,20 @@ class BuildPipeline:
 
     def build_change(self, backend: Any, service: str, changed: dict[str, str]) -> BuildResult:
         """Build the service's current source with ``changed`` files replaced, as the diff of that change
-        (how change-driven faults and benign changes enter the same pipeline as the agent's patches)."""
+        (how change-driven faults and benign changes enter the same pipeline as the agent's patches).
+
+        A pure function of the app, the service, its current tree and the change: results are kept for the
+        latest `CHANGE_CACHE` changes (a scored run and its no-action reference run build the same changes),
+        and every call gets its own copies of the result's tree and lists."""
         base = self.current_tree(backend, service)
-        return self.build(service, base, make_diff(base, {**base, **changed}))
+        key = (id(self.app), service, tuple(sorted(base.items())), tuple(sorted(changed.items())))
+        hit = _CHANGES.get(key)
+        if hit is None or hit[0] is not self.app:
+            if len(_CHANGES) >= CHANGE_CACHE:
+                del _CHANGES[next(iter(_CHANGES))]   # the oldest entry
+            hit = _CHANGES[key] = (self.app, self.build(service, base, make_diff(base, {**base, **changed})))
+        r = hit[1]
+        return replace(r, files=dict(r.files), changed=list(r.changed), tests=list(r.tests))
 
     def build(self, service: str, base_files: dict[str, str], diff: str) -> BuildResult:
         base = dict(base_files)
