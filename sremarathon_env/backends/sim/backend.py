@@ -29,7 +29,7 @@ from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
 from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, marker_holds
 from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
-from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly
+from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly, mesh_layout, traffic_increments
 from sremarathon_env.backends.sim.model import CompiledApp
 from sremarathon_env.backends.sim.traffic import StackedInputs, TickInputs, TrafficModel, _Groups, stack_inputs, window
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum
@@ -85,19 +85,19 @@ class _Tape:
         #: tick -> (calls, pod-state key, the cluster snapshot taken at that tick's state refresh)
         self.epochs: dict[int, tuple] = {}
 
-    def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: list) -> None:
-        chunk = (out, task_rate, keys, dt, evidence)
+    def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: list, incs) -> None:
+        chunk = (out, task_rate, keys, dt, evidence, incs)
         for j in range(len(keys)):
             self.ticks[k0 + j] = (chunk, j)
 
     def take(self, runs: list[dict]):
-        """(outputs, entry evidence) of consecutive ``runs`` when every tick's task rates and inputs equal a
-        taped tick's (within one chunk), else None."""
+        """(outputs, entry evidence, metric counter increments) of consecutive ``runs`` when every tick's task
+        rates and inputs equal a taped tick's (within one chunk), else None."""
         first = runs[0]
         hit = self.ticks.get(first["k0"])
         if hit is None:
             return None
-        (out, tr, keys, dt, evidence), a = hit
+        (out, tr, keys, dt, evidence, incs), a = hit
         if dt != first["dt"]:
             return None
         j = a
@@ -112,7 +112,7 @@ class _Tape:
             if tr[j:j + K].tobytes() != r["task_rate"].tobytes():
                 return None
             j += K
-        return window(out, a, j), evidence[a:j]
+        return window(out, a, j), evidence[a:j], incs.window(a, j)
 
 
 def _inputs_bytes(inp: TickInputs) -> bytes:
@@ -352,32 +352,32 @@ class SimBackend:
 
     def _deferred_step(self, runs: list[dict]) -> list[EntryEvidence]:
         first = runs[0]
-        hit = evidence = None
+        dt = first["dt"]
+        hit = evidence = incs = None
         if self.metrics:   # the same ticks, task rates and inputs as a taped reference run's: the same outputs
             tape = _TAPES.get(self._tape_key())
             if tape is not None:
                 hit = tape.take(runs)
         if hit is not None:
-            out, evidence = hit
+            out, evidence, incs = hit
         else:
             tr = first["task_rate"] if len(runs) == 1 else np.concatenate([r["task_rate"] for r in runs], axis=0)
             out = self.tm.step(tr, first["inputs"] if len(runs) == 1 else
                                stack_inputs([(r["inputs"], r["K"]) for r in runs]))
-            if self._tape is not None:
-                evidence = self._evidence(first["k0"], out, first["dt"])
-                self._tape.add(first["k0"], out, tr, [_inputs_bytes(r["inputs"]) for r in runs for _ in range(r["K"])],
-                               first["dt"], evidence)
-        dt = first["dt"]
+        uh = None
+        if self.metrics or self._tape is not None:   # the no-endpoint share of each tick
+            uh = first["uh"] if len(runs) == 1 else np.repeat(np.stack([r["uh"] for r in runs]), [r["K"] for r in runs], axis=0)
+        if hit is None and self._tape is not None:   # kept with the metric counters' increments of these ticks
+            evidence = self._evidence(first["k0"], out, dt)
+            incs = traffic_increments(*mesh_layout(self.m), out, uh, dt)
+            self._tape.add(first["k0"], out, tr, [_inputs_bytes(r["inputs"]) for r in runs for _ in range(r["K"])],
+                           dt, evidence, incs)
         if self.metrics:
             bounds, a = [], 0
             for r in runs:
                 bounds.append((a, a + r["K"]))
                 a += r["K"]
-            if len(runs) == 1:
-                uh = first["uh"]
-            else:
-                uh = np.repeat(np.stack([r["uh"] for r in runs]), [r["K"] for r in runs], axis=0)
-            self.writer.write_traffic(first["k0"], a, dt, out, uh, bounds)
+            self.writer.write_traffic(first["k0"], a, dt, out, uh, bounds, incs)
         if first["rows"] is None:   # an evidence-only span: no health history
             return evidence if evidence is not None else self._evidence(first["k0"], out, dt)
         into = self._svc_in(self._into_cols(out))

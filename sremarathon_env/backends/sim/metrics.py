@@ -18,6 +18,7 @@ columns (the store grows first through ``set_n_ticks``). Row layouts are fixed a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,6 +45,77 @@ def family(store: MetricStore, name: str, suffix: str = "", extra: tuple[str, ..
     return store.family(name + suffix, d.labels + extra)
 
 
+def mesh_layout(m) -> tuple[np.ndarray, np.ndarray]:
+    """(mesh edges: the http/grpc edges that carry traffic, their (edge, reporter) count mask: the load
+    generator has no sidecar, so its edge is counted by the destination only)."""
+    me = np.array([e for e in range(m.E) if m.edge_used[e] and m.edge_protocol[e] in _SRC_ONLY_PROTOCOLS], dtype=np.intp)
+    return me, np.array([[e != 0, True] for e in me], dtype=float).reshape(len(me), 2)
+
+
+@dataclass
+class TrafficIncrements:
+    """Per tick (leading axis), what the traffic families' counters grow by: requests by code (edge,
+    code column), histogram buckets (edge, reporter, le incl. +Inf), latency sums and counts (edge,
+    reporter), load-generator requests (path, ok/failed), slow and degraded requests (path)."""
+
+    req: np.ndarray
+    bucket: np.ndarray
+    lat_sum: np.ndarray
+    count: np.ndarray
+    lg: np.ndarray
+    lg_slow: np.ndarray
+    lg_deg: np.ndarray
+
+    def window(self, a: int, b: int) -> "TrafficIncrements":
+        return TrafficIncrements(self.req[a:b], self.bucket[a:b], self.lat_sum[a:b], self.count[a:b], self.lg[a:b],
+                                 self.lg_slow[a:b], self.lg_deg[a:b])
+
+
+def traffic_increments(me: np.ndarray, src_mask: np.ndarray, out, uh: np.ndarray, dt: float) -> TrafficIncrements:
+    """The counter increments of traffic outputs ``out`` (K ticks), elementwise along ticks (so any window
+    of a longer batch has the floats the window alone gives); ``uh``: the per-edge no-endpoints share (one
+    row, or one per tick)."""
+    K = out.edge_rate.shape[0]
+    nm = len(me)
+    # request counters by code
+    rate = out.edge_rate[:, me]
+    unreach = out.edge_unreach[:, me]
+    uh_e = uh[..., me]
+    app = out.edge_app[:, me]
+    reached = out.edge_reached[:, me]
+    inc = np.empty((K, nm, len(CODE_COLS)))   # the 7 code columns written in place (np.stack's floats)
+    np.subtract(rate, out.edge_fail[:, me], out=inc[..., 0])
+    np.multiply(unreach, uh_e, out=inc[..., 1])
+    np.multiply(unreach, 1.0 - uh_e, out=inc[..., 2])
+    inc[..., 3] = out.edge_timeout[:, me]
+    inc[..., 4] = app
+    np.subtract(reached, app, out=inc[..., 5])
+    inc[..., 6] = app
+    np.maximum(inc, 0.0, out=inc)
+    inc *= dt
+    # duration histograms (source view: every call incl. network; destination: calls that arrived)
+    lat = np.empty((K, nm, 2))
+    lat[..., 0] = out.edge_lat_src[:, me]
+    lat[..., 1] = out.edge_lat_dst[:, me]
+    sig = np.repeat(out.edge_sigma[:, me], 2, axis=1).reshape(K, nm, 2)
+    n = np.empty((K, nm, 2))
+    n[..., 0] = rate
+    n[..., 1] = reached
+    n *= dt * src_mask
+    cdf = bucket_cdf(lat.reshape(-1), sig.reshape(-1)).reshape(K, nm, 2, -1)
+    h_inc = np.empty(cdf.shape[:3] + (cdf.shape[3] + 1,))
+    np.multiply(cdf, n[..., None], out=h_inc[..., :-1])
+    h_inc[..., -1] = n
+    # load generator
+    req = out.path_req_rate * dt
+    failed = req * out.path_fail
+    lg_inc = np.empty(req.shape + (2,))
+    np.subtract(req, failed, out=lg_inc[..., 0])
+    lg_inc[..., 1] = failed
+    return TrafficIncrements(inc, h_inc, n * lat, n, lg_inc, req * out.path_slow * (1.0 - out.path_fail),
+                             req * out.path_degraded)
+
+
 class MetricWriter:
     def __init__(self, sim: "SimBackend"):
         self.sim = sim
@@ -53,8 +125,7 @@ class MetricWriter:
         self.ns = ns
         self.store = st
         # ----- mesh edges: http/grpc edges that carry traffic
-        self.mesh_edges = np.array([e for e in range(m.E) if m.edge_used[e] and m.edge_protocol[e] in _SRC_ONLY_PROTOCOLS],
-                                   dtype=np.intp)
+        self.mesh_edges, self.src_mask = mesh_layout(m)
         self.req = family(st, "istio_requests_total")
         self.req_cum = np.zeros((len(self.mesh_edges), len(CODE_COLS)))
         self.req_on = np.zeros_like(self.req_cum, dtype=bool)
@@ -84,7 +155,6 @@ class MetricWriter:
         self.h_cum = np.zeros((K, 2, len(LE_LABELS)))
         self.h_sum_cum = np.zeros((K, 2))
         self.h_cnt_cum = np.zeros((K, 2))
-        self.src_mask = np.array([[e != 0, True] for e in self.mesh_edges], dtype=float).reshape(K, 2)
         # load generator
         self.lg_req = family(st, "loadgenerator_requests_total")
         self.lg_slow = family(st, "loadgenerator_slow_requests_total")
@@ -156,32 +226,16 @@ class MetricWriter:
         return self.flow_slots
 
     def write_traffic(self, k0: int, K: int, dt: float, out, uh: np.ndarray,
-                      bounds: list[tuple[int, int]] | None = None) -> None:
+                      bounds: list[tuple[int, int]] | None = None, incs: "TrafficIncrements | None" = None) -> None:
         """Write the traffic families (mesh counters and histograms, load generator) for ticks ``k0 ..
         k0+K-1``: outputs with a leading tick axis; ``uh`` is the per-edge no-endpoints share (one row, or
         one per tick). ``bounds`` are the runs of ticks (offsets ``[a, b)``) the twin ran between cluster
         changes: a response-code series that first reaches half a request in a run is written from that
-        run's first tick (the default: one run)."""
-        me = self.mesh_edges
+        run's first tick (the default: one run). ``incs``: these ticks' `traffic_increments`, when known."""
+        if incs is None:
+            incs = traffic_increments(self.mesh_edges, self.src_mask, out, uh, dt)
         cols = slice(k0, k0 + K)
-        nm = len(me)
-        # request counters by code
-        rate = out.edge_rate[:, me]
-        unreach = out.edge_unreach[:, me]
-        uh_e = uh[..., me]
-        app = out.edge_app[:, me]
-        reached = out.edge_reached[:, me]
-        inc = np.empty((K, nm, len(CODE_COLS)))   # the 7 code columns written in place (np.stack's floats)
-        np.subtract(rate, out.edge_fail[:, me], out=inc[..., 0])
-        np.multiply(unreach, uh_e, out=inc[..., 1])
-        np.multiply(unreach, 1.0 - uh_e, out=inc[..., 2])
-        inc[..., 3] = out.edge_timeout[:, me]
-        inc[..., 4] = app
-        np.subtract(reached, app, out=inc[..., 5])
-        inc[..., 6] = app
-        np.maximum(inc, 0.0, out=inc)
-        inc *= dt
-        cum = seqsum(self.req_cum, inc)
+        cum = seqsum(self.req_cum, incs.req)
         self.req_cum = cum[-1]
         late = []   # (first tick offset, columns) of series that start in a later run of this write
         enabled = False
@@ -198,39 +252,20 @@ class MetricWriter:
         self.req._data[self.req_rows, cols] = cum.reshape(K, -1)[:, self.req_flat].T
         for a, flat in late:   # not written before their run (new rows: NaN, as unwritten cells are)
             self.req._data[self.req_rows[np.isin(self.req_flat, flat)], k0:k0 + a] = np.nan
-        # duration histograms (source view: every call incl. network; destination: calls that arrived)
-        lat = np.empty((K, nm, 2))
-        lat[..., 0] = out.edge_lat_src[:, me]
-        lat[..., 1] = out.edge_lat_dst[:, me]
-        sig = np.repeat(out.edge_sigma[:, me], 2, axis=1).reshape(K, nm, 2)
-        n = np.empty((K, nm, 2))
-        n[..., 0] = rate
-        n[..., 1] = reached
-        n *= dt * self.src_mask
-        cdf = bucket_cdf(lat.reshape(-1), sig.reshape(-1)).reshape(K, nm, 2, -1)
-        h_inc = np.empty(cdf.shape[:3] + (cdf.shape[3] + 1,))
-        np.multiply(cdf, n[..., None], out=h_inc[..., :-1])
-        h_inc[..., -1] = n
-        h = seqsum(self.h_cum, h_inc)
+        h = seqsum(self.h_cum, incs.bucket)
         self.h_cum = h[-1]
-        hs = seqsum(self.h_sum_cum, n * lat)
+        hs = seqsum(self.h_sum_cum, incs.lat_sum)
         self.h_sum_cum = hs[-1]
-        hc = seqsum(self.h_cnt_cum, n)
+        hc = seqsum(self.h_cnt_cum, incs.count)
         self.h_cnt_cum = hc[-1]
         self.h_bucket._data[: self.h_cum.size, cols] = h.reshape(K, -1).T
         self.h_sum._data[: self.h_sum_cum.size, cols] = hs.reshape(K, -1).T
         self.h_count._data[: self.h_cnt_cum.size, cols] = hc.reshape(K, -1).T
-        # load generator
-        req = out.path_req_rate * dt
-        failed = req * out.path_fail
-        lg_inc = np.empty(req.shape + (2,))
-        np.subtract(req, failed, out=lg_inc[..., 0])
-        lg_inc[..., 1] = failed
-        lg = seqsum(self.lg_cum, lg_inc)
+        lg = seqsum(self.lg_cum, incs.lg)
         self.lg_cum = lg[-1]
-        sl = seqsum(self.lg_slow_cum, req * out.path_slow * (1.0 - out.path_fail))
+        sl = seqsum(self.lg_slow_cum, incs.lg_slow)
         self.lg_slow_cum = sl[-1]
-        dg = seqsum(self.lg_deg_cum, req * out.path_degraded)
+        dg = seqsum(self.lg_deg_cum, incs.lg_deg)
         self.lg_deg_cum = dg[-1]
         self.lg_req._data[: self.lg_cum.size, cols] = lg.reshape(K, -1).T
         self.lg_slow._data[: len(self.lg_slow_cum), cols] = sl.T

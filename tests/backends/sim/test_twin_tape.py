@@ -10,7 +10,8 @@ import numpy as np
 from faults.effects import Effect
 from sremarathon_env.backends.sim import SimBackend
 from sremarathon_env.backends.sim import backend as backend_mod
-from sremarathon_env.backends.sim.traffic import TrafficModel
+from sremarathon_env.backends.sim import metrics as metrics_mod
+from sremarathon_env.backends.sim.traffic import TrafficModel, window
 
 EVENTS = {
     8: lambda s: s.apply_effect(Effect(kind="latency", service="cartservice", ms=120.0)),
@@ -35,14 +36,20 @@ def _epochs(sim) -> list:
             for e in sim.history.epochs]
 
 
-def _scored(monkeypatch, seed: int, builds: list | None = None):
+def _scored(monkeypatch, seed: int, builds: list | None = None, incs: list | None = None):
     steps = [0]
     orig = TrafficModel.step
     orig_build = SimBackend._build_inputs
+    orig_incs = metrics_mod.traffic_increments
 
     def step(self, *a):
         steps[0] += 1
         return orig(self, *a)
+
+    def increments(*a):
+        if incs is not None:
+            incs.append(1)
+        return orig_incs(*a)
 
     def build(self, *a):
         if builds is not None:
@@ -52,6 +59,7 @@ def _scored(monkeypatch, seed: int, builds: list | None = None):
     with monkeypatch.context() as mp:
         mp.setattr(TrafficModel, "step", step)
         mp.setattr(SimBackend, "_build_inputs", build)
+        mp.setattr(metrics_mod, "traffic_increments", increments)
         sim = SimBackend("online-boutique", seed=seed)
         evidence = []
         for k in range(2, 62, 2):
@@ -65,12 +73,13 @@ def _scored(monkeypatch, seed: int, builds: list | None = None):
 
 def test_a_twin_that_follows_a_taped_run_takes_its_outputs(monkeypatch):
     backend_mod._TAPES.clear()
-    builds_b, builds_a = [], []
-    b, ev_b, steps_b = _scored(monkeypatch, seed=6, builds=builds_b)   # no tape: every advance steps
+    builds_b, builds_a, incs_b, incs_a = [], [], [], []
+    b, ev_b, steps_b = _scored(monkeypatch, seed=6, builds=builds_b, incs=incs_b)   # no tape: every advance steps
     ref_sim, ref = _reference(seed=6)
     assert len(backend_mod._TAPES) == 1
-    a, ev_a, steps_a = _scored(monkeypatch, seed=6, builds=builds_a)
+    a, ev_a, steps_a = _scored(monkeypatch, seed=6, builds=builds_a, incs=incs_a)
     assert 0 < steps_a < steps_b / 2, (steps_a, steps_b)   # taped up to the divergence, stepped after
+    assert len(incs_b) > steps_b - 2 and 0 < len(incs_a) <= steps_a + 1   # counter increments taped too
     # inputs built: once at construction (before the reference span), then only after the divergence
     assert builds_a[0] == 0 and all(k >= DIVERGE for k in builds_a[1:]) and len(builds_a) > 1
     assert len([k for k in builds_b if k < DIVERGE]) >= 4   # the untaped twin builds at every change
@@ -128,3 +137,16 @@ def test_equal_calls_mean_equal_state_and_a_different_call_a_different_fingerpri
     d.apply_effect(Effect(kind="latency", service="cartservice", ms=50.0))
     d.advance_to(150.0)
     assert d._calls != a._calls
+
+
+def test_counter_increments_of_a_window_are_the_window_of_a_batchs():
+    sim = SimBackend("online-boutique", seed=1)
+    sim.advance_to(60.0)
+    out = sim.tm.step(sim._task_rates(5, 9), sim.inputs)
+    me, mask = metrics_mod.mesh_layout(sim.m)
+    uh = np.zeros((9, sim.m.E))
+    uh[4:, 3] = 1.0
+    whole = metrics_mod.traffic_increments(me, mask, out, uh, 15.0)
+    part = metrics_mod.traffic_increments(me, mask, window(out, 3, 7), uh[3:7], 15.0)
+    for name in ("req", "bucket", "lat_sum", "count", "lg", "lg_slow", "lg_deg"):
+        assert np.array_equal(getattr(whole.window(3, 7), name), getattr(part, name)), name
