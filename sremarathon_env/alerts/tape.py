@@ -87,7 +87,6 @@ class Tape:
                 self._fam_of.append(fi)
                 self._row_of.append(int(row))
                 self._pending.append(s)
-                self._groups = None
             out[i] = s
         return out
 
@@ -122,7 +121,6 @@ class Tape:
                 self._fam_of.extend([fi] * len(fl))
                 self._row_of.extend(fl)
                 self._pending.extend(ids.tolist())
-                self._groups = None
                 got = m[rows]
             outs.append(got)
         return np.concatenate(outs) if outs else np.zeros(0, dtype=np.intp)
@@ -167,6 +165,21 @@ class Tape:
             out.append((self._fams[fi], m, row_of[m]))
         return out
 
+    @staticmethod
+    def _merge_groups(groups: list, new: list) -> list:
+        """``groups`` (per family: slots, rows) with the slots and rows of ``new`` appended to their family's."""
+        out = list(groups)
+        at = {id(fam): i for i, (fam, _, _) in enumerate(out)}
+        for fam, m, rows in new:
+            i = at.get(id(fam))
+            if i is None:
+                at[id(fam)] = len(out)
+                out.append((fam, m, rows))
+            else:
+                _, m0, r0 = out[i]
+                out[i] = (fam, np.concatenate([m0, m]), np.concatenate([r0, rows]))
+        return out
+
     # ---------------------------------------------------------------- columns
     def sync(self, upto: int | None = None) -> None:
         """Extend every slot to ``upto`` columns (default and at most the store's ``n_ticks``; new slots
@@ -180,8 +193,11 @@ class Tape:
             return
         if self._pending:
             sl = np.asarray(self._pending, dtype=np.intp)
-            self._extend(sl, sl, self._fam_groups(sl), 0, self.N)
+            new = self._fam_groups(sl)
+            self._extend(sl, sl, new, 0, self.N)
             self._pending = []
+            if self._groups is not None:   # the new slots join their families' groups
+                self._groups = self._merge_groups(self._groups, [(fam, sl[m], rows) for fam, m, rows in new])
         if self._groups is None:
             self._groups = self._fam_groups(np.arange(S, dtype=np.intp))
         if n > self.N:
@@ -267,7 +283,7 @@ class KernelSpec:
         # rangefuncs._range_seconds per row; 1.0 (an exact no-op divisor) where no rate is taken
         rs = (r // 1000).astype(np.float64) + ((r % 1000) * 1_000_000).astype(np.float64) / 1e9
         self.rs = np.where(self.codes == CODES["rate"], rs, 1.0)[:, None]
-        self.counter = np.isin(self.codes, (CODES["rate"], CODES["increase"]))[:, None]
+        self.counter = ((self.codes == CODES["rate"]) | (self.codes == CODES["increase"]))[:, None]
         self.present = sorted(set(self.codes.tolist()))
         self.ext = any(c in _EXTRAPOLATED for c in self.present)
         self.window_ms = (self.range_ms + self.offset_ms)[:, None]
