@@ -5,9 +5,11 @@ Prints, per app: the median cost of advancing one 15 s tick (a single-tick ``adv
 does, and in one call), the twin's peak memory (tracemalloc), the ratio to each target, the CPU time
 of the run loop's no-action reference run (scheduled faults and noise, a twin without metrics) and of
 ``clone()`` of a warm twin without metrics (what fault validation pays per fault). Sections
-are functions in `SECTIONS` so that other parts (alerts, the whole environment) can add theirs.
+are functions in `SECTIONS` so that other parts (alerts, the whole environment) can add theirs; `OPT_IN` ones
+(memory across episodes) run only when named.
 
     $ sremarathon bench --apps online-boutique --repeat 3
+    $ sremarathon bench --apps online-boutique --sections memory
 
 >>> rows = twin_section(["online-boutique"], repeat=1)
 >>> rows[0]["app"], rows[0]["ticks"]
@@ -120,12 +122,15 @@ SECTIONS: list[tuple[str, Callable[[list[str], int], list[dict]], Callable[[list
 ]
 SECTIONS.append(__import__("sremarathon_env.alerts.bench", fromlist=["SECTION"]).SECTION)
 SECTIONS.append(__import__("sremarathon_env.env_bench", fromlist=["SECTION"]).SECTION)
+SECTIONS.append(__import__("sremarathon_env.mem_bench", fromlist=["SECTION"]).SECTION)
+#: sections run only when named in ``--sections`` (slow: many episodes)
+OPT_IN = {"memory"}
 
 
 def run(args: argparse.Namespace) -> int:
     apps = args.apps or list(APP_NAMES)
     for title, fn, show in SECTIONS:
-        if args.sections and title not in args.sections:
+        if (args.sections and title not in args.sections) or (not args.sections and title in OPT_IN):
             continue
         show(fn(apps, args.repeat))
     return 0
@@ -135,5 +140,6 @@ def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="measure the cost of the twin (and other sections) per app")
     p.add_argument("--apps", nargs="*", default=None, help=f"apps (default: {' '.join(APP_NAMES)})")
     p.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported")
-    p.add_argument("--sections", nargs="*", default=None, help="only these sections (default: all)")
+    p.add_argument("--sections", nargs="*", default=None,
+                   help="only these sections: twin, alerts, env, memory (default: all but memory)")
     p.set_defaults(func=run)
