@@ -84,6 +84,26 @@ class _Tape:
         self.refresh: dict[int, tuple] = {}
         #: tick -> (calls, pod-state key, the cluster snapshot taken at that tick's state refresh)
         self.epochs: dict[int, tuple] = {}
+        #: tick -> (run, offset); a run is (calls, flow slots, dt, per-pod rates, working sets, queue lag,
+        #: state fields or None): the cluster-side numbers of a run of ticks (`SimBackend._run_block`)
+        self.runs: dict[int, tuple[tuple, int]] = {}
+
+    def add_run(self, k0: int, run: tuple) -> None:
+        for j in range(len(run[4])):
+            self.runs[k0 + j] = (run, j)
+
+    def take_run(self, k0: int, K: int, calls: bytes, sl: np.ndarray, dt: float):
+        """(per-pod rates, working sets, queue lag, state fields or None) of ticks ``k0 .. k0+K-1`` when a
+        taped run covers them with the same calls, flow slots and dt, else None."""
+        hit = self.runs.get(k0)
+        if hit is None:
+            return None
+        (calls_r, sl_r, dt_r, ppr, mem, lag, state), a = hit
+        if calls_r != calls or dt_r != dt or a + K > len(mem):
+            return None
+        if sl_r is not sl and (len(sl_r) != len(sl) or not np.array_equal(sl_r, sl)):
+            return None
+        return ppr[a:a + K], mem[a:a + K], lag[a:a + K], None if state is None else state[a:a + K]
 
     def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: list, incs) -> None:
         chunk = (out, task_rate, keys, dt, evidence, incs)
@@ -500,15 +520,22 @@ class SimBackend:
         m = self.m
         self.store.set_n_ticks(k0 + K)
         task_rate = self._task_rates(k0, K)
-        # the floats `TrafficModel.step` gives them (edge rates only for the queue lag of async edges)
-        _, svc_rate, edge_rate = self.tm.rates(task_rate, edges=len(self._lag) > 0)
         sl = self.writer.flow_slots_now()
         lay = self._layout_arrays(sl)
-        svc = lay[1]
-        ready = self.pod_ready_eff[sl]
         running = c.p_running[sl] & c.p_active[sl]
-        per_pod_rate = np.where(ready, svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
-        mem = running * self._mem_mi(k0, K, sl, lay, per_pod_rate)
+        # in a taped run's state (same calls: see `_note`), its numbers for these ticks are these ticks' numbers
+        tape = _TAPES.get(self._tape_key()) if self._tape is None else None
+        shared = tape.take_run(k0, K, self._calls, sl, dt) if tape is not None else None
+        if shared is not None:
+            per_pod_rate, mem, lag_block, state = shared
+            edge_rate = None
+        else:
+            # the floats `TrafficModel.step` gives them (edge rates only for the queue lag of async edges)
+            _, svc_rate, edge_rate = self.tm.rates(task_rate, edges=len(self._lag) > 0)
+            svc = lay[1]
+            ready = self.pod_ready_eff[sl]
+            per_pod_rate = np.where(ready, svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
+            mem = running * self._mem_mi(k0, K, sl, lay, per_pod_rate)
         over = running & (mem > lay[5])
         cut = K
         if over.any():
@@ -519,7 +546,12 @@ class SimBackend:
                     edge_rate = edge_rate[:cut]
         Kc = cut
         self.pod_mem[sl] = mem[-1]
-        lag_block = self._advance_lag(edge_rate, Kc, dt)
+        if shared is None:
+            lag_block = self._advance_lag(edge_rate, Kc, dt)
+        else:
+            lag_block = lag_block[:Kc]
+            if len(self._lag):
+                self._lag[:] = lag_block[-1]
         if self.metrics:   # cAdvisor CPU counters: only the metric writer reads them
             x = IDLE_CPU_CORES + per_pod_rate * lay[4] * 1e-3
             if self._has_burn:   # adding a zero burn changes no float (x > 0)
@@ -540,9 +572,15 @@ class SimBackend:
         rows = None
         if not self._lean:
             rows = np.empty((Kc, len(SVC_FIELDS), m.S))
-            self._state_rows(rows, mem, running, sl, lag_block)
+            if shared is not None and state is not None:
+                rows[:, 5:10] = state[:Kc]
+            else:
+                self._state_rows(rows, mem, running, sl, lag_block)
             if k0 + Kc > h.cap:   # live reads index the current tick's row (their rates wait; state fields are live)
                 h._grow(k0 + Kc)
+        if self._tape is not None:
+            self._tape.add_run(k0, (self._calls, sl, dt, per_pod_rate, mem, lag_block,
+                                    None if rows is None else rows[:, 5:10]))
         run = {"k0": k0, "K": Kc, "dt": dt, "task_rate": task_rate, "inputs": self.inputs, "ready": self.ready_count,
                "reason": self.res.edge_reason, "uh": self.uh_edge, "rows": rows, "epoch": len(h.epochs) - 1,
                "after": []}

@@ -150,3 +150,45 @@ def test_counter_increments_of_a_window_are_the_window_of_a_batchs():
     part = metrics_mod.traffic_increments(me, mask, window(out, 3, 7), uh[3:7], 15.0)
     for name in ("req", "bucket", "lat_sum", "count", "lg", "lg_slow", "lg_deg"):
         assert np.array_equal(getattr(whole.window(3, 7), name), getattr(part, name)), name
+
+
+def test_a_following_twin_takes_the_runs_cluster_side_numbers_queue_lag_included(monkeypatch):
+    """Astronomy Shop has queue (async) edges: the consumer lag carried from taped runs goes on exactly."""
+    monkeypatch.setattr(backend_mod, "_TAPES", {})
+    hits = []
+    orig = backend_mod._Tape.take_run
+
+    def take_run(self, *a):
+        got = orig(self, *a)
+        hits.append(got is not None)
+        return got
+
+    def scored():
+        sim = SimBackend("astronomy-shop", seed=4)
+        for k in range(3, 90, 3):
+            sim.advance_to(k * 15.0)
+            if k == 30:
+                sim.apply_effect(Effect(kind="consumer_slow", service="accounting", factor=4.0))
+            if k == 60:
+                sim.scale("frontend", 3)   # the reference run does not: the follower goes its own way
+        return sim
+
+    b = scored()
+    ref = SimBackend("astronomy-shop", seed=4, metrics=False)
+    ref.begin_deferred()
+    for k in range(10, 90, 10):
+        ref.advance_to(k * 15.0)
+        if k == 30:
+            ref.apply_effect(Effect(kind="consumer_slow", service="accounting", factor=4.0))
+    ref.end_deferred()
+    monkeypatch.setattr(backend_mod._Tape, "take_run", take_run)
+    a = scored()
+    assert sum(hits) > 10 and not all(hits)
+    assert len(a._lag) and a._lag.tolist() == b._lag.tolist() and a._lag.any()
+    n = a.history.n
+    assert np.array_equal(a.history.svc[:, :n], b.history.svc[:, :n])
+    fa, fb = a.writer.lag, b.writer.lag
+    assert np.array_equal(fa.values(a.store.n_ticks), fb.values(b.store.n_ticks), equal_nan=True)
+    for fam in ("container_memory_working_set_bytes", "container_cpu_usage_seconds_total"):
+        ga, gb = a.store.families(fam)[0], b.store.families(fam)[0]
+        assert np.array_equal(ga.values(a.store.n_ticks), gb.values(b.store.n_ticks), equal_nan=True), fam
