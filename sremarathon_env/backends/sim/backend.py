@@ -135,6 +135,20 @@ class _Tape:
         return window(out, a, j), evidence[a:j], incs.window(a, j)
 
 
+def _fp_part(x: Any) -> Any:
+    """A call argument in a compact form with the same information for `SimBackend._note`: models as their
+    field values, long texts (source files) as their length and digest."""
+    if isinstance(x, str):
+        return x if len(x) <= 200 else ("#text", len(x), hashlib.blake2b(x.encode(), digest_size=16).digest())
+    if isinstance(x, Effect):   # frozen; its fields are plain values in a fixed order
+        return ("#effect", tuple(x.__dict__.values()))
+    if isinstance(x, (list, tuple)):
+        return tuple(_fp_part(v) for v in x)
+    if isinstance(x, dict):
+        return ("#dict",) + tuple((k, _fp_part(v)) for k, v in x.items())
+    return x
+
+
 def _inputs_bytes(inp: TickInputs) -> bytes:
     """Everything `TrafficModel.step` reads of prepared inputs, as bytes (kept on the inputs)."""
     kb = getattr(inp, "_bytes", None)
@@ -354,7 +368,7 @@ class SimBackend:
         """Fold a state-changing call and the time it came at into ``_calls``. The twin is deterministic:
         twins of one app, seed, tick and load model that got the same calls at the same times are in the
         same state at every tick (however their advances were cut, with or without metrics)."""
-        self._calls = hashlib.blake2b(self._calls + repr((call, self._now)).encode(), digest_size=16).digest()
+        self._calls = hashlib.blake2b(self._calls + repr((_fp_part(call), self._now)).encode(), digest_size=16).digest()
 
     def _settle(self, runs: list[dict]) -> list[EntryEvidence]:
         """The traffic of waiting runs (consecutive ticks), about DEFER_CHUNK ticks per traffic step

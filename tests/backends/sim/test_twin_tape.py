@@ -192,3 +192,15 @@ def test_a_following_twin_takes_the_runs_cluster_side_numbers_queue_lag_included
     for fam in ("container_memory_working_set_bytes", "container_cpu_usage_seconds_total"):
         ga, gb = a.store.families(fam)[0], b.store.families(fam)[0]
         assert np.array_equal(ga.values(a.store.n_ticks), gb.values(b.store.n_ticks), equal_nan=True), fam
+
+
+def test_the_call_fingerprint_sees_every_argument():
+    long_a, long_b = "x" * 500 + "a", "x" * 500 + "b"
+    fps = set()
+    for files, ms in (({"main.go": long_a}, 50.0), ({"main.go": long_b}, 50.0), ({"main.go": long_a}, 51.0)):
+        sim = SimBackend("online-boutique", seed=1, metrics=False)
+        sim.apply_effect(Effect(kind="latency", service="cartservice", ms=ms))
+        sim.deploy("frontend", message="m", author="a", files=files)
+        fps.add(sim._calls)
+    assert len(fps) == 3
+    assert backend_mod._fp_part(long_a) != backend_mod._fp_part(long_b)
