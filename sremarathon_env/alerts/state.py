@@ -121,17 +121,21 @@ class _Alert:
                 self._j_const = (_JSON.encode(self.labels["alertname"]), _JSON.encode(self.labels),
                                  _JSON.encode(self.fingerprint), _num(self.first_pending_ms / 1000))
             name, labels, fp, first_pending = self._j_const
-            parts = {
-                "alertname": name, "labels": labels, "fingerprint": fp, "first_pending_at": first_pending,
-                "annotations": _JSON.encode(self.annotations_now()),
-                "state": _JSON.encode(self.state if self.state != "inactive" else "resolved"),
-                "value": _num(self.value), "active_at": _num(self.active_at_ms / 1000),
-                "first_firing_at": _num(None if self.first_firing_ms is None else self.first_firing_ms / 1000),
-                "firing_since": _num(None if self.firing_ms is None else self.firing_ms / 1000),
-                "resolved_at": _num(None if self.resolved_ms is None else self.resolved_ms / 1000),
-                "episodes": _num(self.episodes),
-            }
-            self._j = "{" + ",".join(['"' + k + '":' + parts[k] for k in _SORTED_KEYS]) + "}"
+            state = self.state if self.state != "inactive" else "resolved"
+            # the keys in sorted order (_SORTED_KEYS), each value as ``_JSON`` encodes it
+            self._j = "".join((
+                '{"active_at":', _num(self.active_at_ms / 1000),
+                ',"alertname":', name,
+                ',"annotations":', _encode_str_dict(self.annotations_now()),
+                ',"episodes":', _num(self.episodes),
+                ',"fingerprint":', fp,
+                ',"firing_since":', _num(None if self.firing_ms is None else self.firing_ms / 1000),
+                ',"first_firing_at":', _num(None if self.first_firing_ms is None else self.first_firing_ms / 1000),
+                ',"first_pending_at":', first_pending,
+                ',"labels":', labels,
+                ',"resolved_at":', _num(None if self.resolved_ms is None else self.resolved_ms / 1000),
+                ',"state":', _STATE_TEXT.get(state) or _JSON.encode(state),
+                ',"value":', _num(self.value), "}"))
             self._j_rev = self.rev
         return self._j
 
@@ -181,6 +185,20 @@ class _Alert:
 
 
 _SORTED_KEYS = tuple(sorted(_DICT_KEYS))
+assert _SORTED_KEYS == ("active_at", "alertname", "annotations", "episodes", "fingerprint", "firing_since",
+                        "first_firing_at", "first_pending_at", "labels", "resolved_at", "state", "value")  # json_text's order
+_STATE_TEXT = {st: _JSON.encode(st) for st in ("pending", "firing", "resolved")}
+_esc = json.encoder.encode_basestring_ascii  # what ``_JSON`` (ensure_ascii) writes for a string
+
+
+def _encode_str_dict(d: dict) -> str:
+    """``_JSON.encode(d)`` for a dict of strings to strings (sorted keys, compact, ASCII), without the encoder's
+    per-call set-up; anything else goes through the encoder."""
+    items = sorted(d.items())
+    for k, v in items:
+        if type(k) is not str or type(v) is not str:
+            return _JSON.encode(d)
+    return "{" + ",".join([_esc(k) + ":" + _esc(v) for k, v in items]) + "}"
 
 
 class AlertEngine:

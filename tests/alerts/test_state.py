@@ -119,3 +119,35 @@ def test_value_annotation_rendering_agrees_with_promtool(tmp_path):
     write_test_file(path, batch, ["r.yaml"])
     rep = run_promtool(path, batch.n_cases)
     assert rep.ok, rep.output
+
+
+def test_json_text_is_the_sorted_compact_ascii_json_of_to_dict():
+    """``json_text`` writes its keys and values itself: it must equal the encoder's text of ``to_dict()`` for any
+    labels, annotations (odd characters, non-string values) and edge numbers, at every revision."""
+    import json
+    import random
+
+    from sremarathon_env.alerts.state import _Alert
+
+    rng = random.Random(6)
+    chars = 'ab"\\\u00e9\u2603\n\t\x00\x1f/<>&\' \U0001f600'
+
+    def text(n):
+        return "".join(rng.choice(chars) for _ in range(rng.randint(0, n)))
+
+    numbers = [0.0, -0.0, 1.5, float("nan"), float("inf"), -float("inf"), 1e-300, 10 ** 20, 3]
+    for k in range(300):
+        labels = {"alertname": text(5) or "A", **{text(4): text(6) for _ in range(rng.randint(0, 3))}}
+        a = _Alert(k % 3, labels, text(8), rng.choice(["pending", "firing", "inactive"]), 15000 * k, 0.5, {}, 15000)
+        for _ in range(3):
+            ann = {text(5): text(9) for _ in range(rng.randint(0, 3))}
+            if rng.random() < 0.2:
+                ann[text(3) + "n"] = rng.choice([1, 2.5, None])   # not a string: the encoder's way
+            a.annotations = ann
+            a.state = rng.choice(["pending", "firing", "inactive"])
+            a.value = rng.choice(numbers)
+            a.first_firing_ms, a.firing_ms, a.resolved_ms = (rng.choice([None, 30000, 45015]) for _ in range(3))
+            a.episodes = rng.choice([1, 7, 10 ** 20])
+            a.rev += 1
+            want = json.dumps(a.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+            assert a.json_text() == want
