@@ -667,6 +667,10 @@ class PackPlan:
         return out
 
     def _build(self, t_min: int = 0) -> None:
+        with np.errstate(all="ignore"):
+            self._build_rules(t_min)
+
+    def _build_rules(self, t_min: int = 0) -> None:
         """Rebuild the rules that read a family whose series set changed; keep the others' nodes.
 
         A kept rule's nodes are registered again (for sharing with rebuilt rules), and the window
@@ -700,8 +704,7 @@ class PackPlan:
             outer_kernel, self._kernel_nodes = self._kernel_nodes, {}
             self._reusable = True
             try:
-                with np.errstate(all="ignore"):
-                    root = self._node(r.node)
+                root = self._node(r.node)   # floating-point warnings are off for the whole build (_build)
             except (QueryError, _Mismatch):
                 root = None
                 self._reusable = False

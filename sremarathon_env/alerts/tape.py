@@ -109,13 +109,15 @@ class Tape:
             new = np.flatnonzero(got < 0)
             if len(new):
                 fresh = rows[new]
-                # a selector lists each row once; keep the first occurrence anyway
-                fresh, first = np.unique(fresh, return_index=True)
-                fresh = fresh[np.argsort(first, kind="stable")]
+                fl = fresh.tolist()
+                if len(set(fl)) != len(fl):
+                    # a selector lists each row once; keep the first occurrence anyway
+                    fresh, first = np.unique(fresh, return_index=True)
+                    fresh = fresh[np.argsort(first, kind="stable")]
+                    fl = fresh.tolist()
                 base = len(self._row_of)
                 ids = np.arange(base, base + len(fresh), dtype=np.intp)
                 m[fresh] = ids
-                fl = fresh.tolist()
                 for r, sl in zip(fl, ids.tolist()):
                     self._key[(id(fam), r)] = sl
                 self._fam_of.extend([fi] * len(fl))

@@ -151,3 +151,13 @@ def test_every_cell_is_written_before_it_is_read():
             assert np.array_equal(p[sl], rp), (name, r, o, a)
             assert np.where(rp, rv, 0.0).tobytes() == np.where(rp, v[sl], 0.0).tobytes(), (name, r, o, a)
     assert tape.resets == 0 and tape.cap_s >= 30 and tape.cap_t >= 120
+
+
+def test_slots_of_a_part_listing_a_new_row_twice():
+    store = MetricStore(step_s=15.0)
+    a = store.family("a_total", ("i",))
+    a.rows([(str(i),) for i in range(4)])
+    t = Tape(store)
+    got = t.slots_of([(a, np.array([2, 2, 0, 2]))])
+    assert got.tolist() == [0, 0, 1, 0] and t._row_of == [2, 0] and t._pending == [0, 1]
+    assert t.slots_of([(a, np.array([3, 0, 3]))]).tolist() == [2, 1, 2] and t._row_of == [2, 0, 3]
