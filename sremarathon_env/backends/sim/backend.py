@@ -63,64 +63,69 @@ def _initial_sources(app: AppSpec, service: str, what: str) -> Any:
     return got
 
 
-#: the traffic outputs of the latest deferred (reference) runs, per app, seed and load: a twin whose tick
+#: the traffic outputs of the latest deferred (reference) runs, per app, seed and load (a twin that follows
+#: one keeps it as long as it does): a twin whose tick
 #: has the very same task rates and traffic inputs as a taped tick takes its outputs (`_Tape`)
 _TAPES: dict[tuple, "_Tape"] = {}
-MAX_TAPES = 4
+MAX_TAPES = 2
 
 
 class _Tape:
     """Traffic outputs of a metric-less twin's deferred ticks (`begin_deferred` .. `end_deferred`), kept
     for other twins of the same app, seed, tick and load model (the run loop's scored twin follows the
-    no-action reference run tick for tick until the agent acts). ``ticks``: tick -> (chunk, offset);
-    a chunk is (outputs, task rates, traffic inputs as bytes per tick, dt). A twin whose state-changing
-    calls (`SimBackend._note`) equal the taped run's is in its state and takes its state refreshes' inputs
-    too (``refresh``)."""
+    no-action reference run tick for tick until the agent acts). ``ticks``: tick -> chunk, a chunk is
+    (first tick, outputs, task rates, traffic inputs as bytes per tick, dt, entry evidence (4, K), metric
+    counter increments). A twin whose state-changing calls (`SimBackend._note`) equal the taped run's is
+    in its state and takes its state refreshes' inputs and snapshots, and its runs' cluster-side numbers
+    too (``refresh``, ``epochs``, ``runs``). Per tick one dict entry, no object (few objects for the
+    garbage collector to walk)."""
 
     def __init__(self) -> None:
-        self.ticks: dict[int, tuple[tuple, int]] = {}
+        self.ticks: dict[int, tuple] = {}
         #: tick -> (the twin's calls so far, pod-state key, slot capacity, the effects' resolution and traffic
         #: inputs built at that tick's state refresh: see `SimBackend._refresh`)
         self.refresh: dict[int, tuple] = {}
         #: tick -> (calls, pod-state key, the cluster snapshot taken at that tick's state refresh)
         self.epochs: dict[int, tuple] = {}
-        #: tick -> (run, offset); a run is (calls, flow slots, dt, per-pod rates, working sets, queue lag,
-        #: state fields or None): the cluster-side numbers of a run of ticks (`SimBackend._run_block`)
-        self.runs: dict[int, tuple[tuple, int]] = {}
+        #: tick -> run: (first tick, calls, flow slots, dt, per-pod rates, working sets, queue lag, state fields
+        #: or None), the cluster-side numbers of a run of ticks (`SimBackend._run_block`)
+        self.runs: dict[int, tuple] = {}
 
-    def add_run(self, k0: int, run: tuple) -> None:
-        for j in range(len(run[4])):
-            self.runs[k0 + j] = (run, j)
+    def add_run(self, run: tuple) -> None:
+        for j in range(len(run[5])):
+            self.runs[run[0] + j] = run
 
     def take_run(self, k0: int, K: int, calls: bytes, sl: np.ndarray, dt: float):
         """(per-pod rates, working sets, queue lag, state fields or None) of ticks ``k0 .. k0+K-1`` when a
         taped run covers them with the same calls, flow slots and dt, else None."""
-        hit = self.runs.get(k0)
-        if hit is None:
+        run = self.runs.get(k0)
+        if run is None:
             return None
-        (calls_r, sl_r, dt_r, ppr, mem, lag, state), a = hit
+        r0, calls_r, sl_r, dt_r, ppr, mem, lag, state = run
+        a = k0 - r0
         if calls_r != calls or dt_r != dt or a + K > len(mem):
             return None
         if sl_r is not sl and (len(sl_r) != len(sl) or not np.array_equal(sl_r, sl)):
             return None
         return ppr[a:a + K], mem[a:a + K], lag[a:a + K], None if state is None else state[a:a + K]
 
-    def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: list, incs) -> None:
-        chunk = (out, task_rate, keys, dt, evidence, incs)
+    def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: np.ndarray,
+            incs) -> None:
+        chunk = (k0, out, task_rate, keys, dt, evidence, incs)
         for j in range(len(keys)):
-            self.ticks[k0 + j] = (chunk, j)
+            self.ticks[k0 + j] = chunk
 
     def take(self, runs: list[dict]):
-        """(outputs, entry evidence, metric counter increments) of consecutive ``runs`` when every tick's task
-        rates and inputs equal a taped tick's (within one chunk), else None."""
+        """(outputs, entry evidence (4, K), metric counter increments) of consecutive ``runs`` when every
+        tick's task rates and inputs equal a taped tick's (within one chunk), else None."""
         first = runs[0]
-        hit = self.ticks.get(first["k0"])
-        if hit is None:
+        chunk = self.ticks.get(first["k0"])
+        if chunk is None:
             return None
-        (out, tr, keys, dt, evidence, incs), a = hit
+        c0, out, tr, keys, dt, evidence, incs = chunk
         if dt != first["dt"]:
             return None
-        j = a
+        a = j = first["k0"] - c0
         for r in runs:
             K = r["K"]
             if j + K > len(keys):
@@ -132,7 +137,7 @@ class _Tape:
             if tr[j:j + K].tobytes() != r["task_rate"].tobytes():
                 return None
             j += K
-        return window(out, a, j), evidence[a:j], incs.window(a, j)
+        return window(out, a, j), evidence[:, a:j], incs.window(a, j)
 
 
 def _fp_part(x: Any) -> Any:
@@ -227,6 +232,7 @@ class SimBackend:
         self._tape: _Tape | None = None            # where a `begin_deferred` span keeps its outputs
         self._lean = False                         # an evidence-only deferred span: no health history
         self._calls = b""                          # fingerprint of the state-changing calls so far (`_note`)
+        self._follow: _Tape | None = None          # the taped run whose state this twin is in
         self._blk: tuple | None = None             # per-slot constants of the current flow slots
         self._has_burn = self._has_hog = self._has_leak = False
         self.cluster.run_until(0.0)
@@ -364,6 +370,10 @@ class SimBackend:
     def _tape_key(self) -> tuple:
         return (self.app_name, id(self.m), self.seed, self.tick_s, self.noise_load)
 
+    def _followed(self) -> "_Tape | None":
+        """The taped run this twin follows (kept while it does), else the latest one of its kind."""
+        return self._follow if self._follow is not None else _TAPES.get(self._tape_key())
+
     def _note(self, *call: Any) -> None:
         """Fold a state-changing call and the time it came at into ``_calls``. The twin is deterministic:
         twins of one app, seed, tick and load model that got the same calls at the same times are in the
@@ -389,7 +399,7 @@ class SimBackend:
         dt = first["dt"]
         hit = evidence = incs = None
         if self.metrics:   # the same ticks, task rates and inputs as a taped reference run's: the same outputs
-            tape = _TAPES.get(self._tape_key())
+            tape = self._followed()
             if tape is not None:
                 hit = tape.take(runs)
         if hit is not None:
@@ -402,7 +412,7 @@ class SimBackend:
         if self.metrics or self._tape is not None:   # the no-endpoint share of each tick
             uh = first["uh"] if len(runs) == 1 else np.repeat(np.stack([r["uh"] for r in runs]), [r["K"] for r in runs], axis=0)
         if hit is None and self._tape is not None:   # kept with the metric counters' increments of these ticks
-            evidence = self._evidence(first["k0"], out, dt)
+            evidence = self._evidence_arrays(out, dt)
             incs = traffic_increments(*mesh_layout(self.m), out, uh, dt)
             self._tape.add(first["k0"], out, tr, [_inputs_bytes(r["inputs"]) for r in runs for _ in range(r["K"])],
                            dt, evidence, incs)
@@ -413,7 +423,7 @@ class SimBackend:
                 a += r["K"]
             self.writer.write_traffic(first["k0"], a, dt, out, uh, bounds, incs)
         if first["rows"] is None:   # an evidence-only span: no health history
-            return evidence if evidence is not None else self._evidence(first["k0"], out, dt)
+            return self._evidence_of(first["k0"], evidence if evidence is not None else self._evidence_arrays(out, dt))
         into = self._svc_in(self._into_cols(out))
         # the runs are consecutive ticks: the traffic fields are recorded for all of them at once, then
         # each run's own cluster state (ready endpoints, reasons, app errors, epoch) over its ticks
@@ -435,7 +445,7 @@ class SimBackend:
         for r in runs:
             for fix in r["after"]:
                 fix()
-        return evidence if evidence is not None else self._evidence(first["k0"], out, dt)
+        return self._evidence_of(first["k0"], evidence if evidence is not None else self._evidence_arrays(out, dt))
 
     @staticmethod
     def _into_cols(out) -> np.ndarray:
@@ -451,14 +461,23 @@ class SimBackend:
         np.multiply(r, out.edge_own_lat, out=x[:, 5])
         return x
 
-    def _evidence(self, k0: int, out, dt: float) -> list[EntryEvidence]:
+    @staticmethod
+    def _evidence_arrays(out, dt: float) -> np.ndarray:
+        """(4, K): entry requests, failed, slow and degraded ones per tick."""
         req = out.path_req_rate * dt
-        total = req.sum(axis=1)
-        fail = (req * out.path_fail).sum(axis=1)
-        slow = (req * out.path_slow * (1.0 - out.path_fail)).sum(axis=1)
-        deg = (req * out.path_degraded).sum(axis=1)
-        return [EntryEvidence((k0 + k) * self.tick_s, float(total[k]), float(fail[k]), float(slow[k]), float(deg[k]))
-                for k in range(len(total))]
+        ev = np.empty((4, req.shape[0]))
+        ev[0] = req.sum(axis=1)
+        ev[1] = (req * out.path_fail).sum(axis=1)
+        ev[2] = (req * out.path_slow * (1.0 - out.path_fail)).sum(axis=1)
+        ev[3] = (req * out.path_degraded).sum(axis=1)
+        return ev
+
+    def _evidence_of(self, k0: int, ev: np.ndarray) -> list[EntryEvidence]:
+        return [EntryEvidence((k0 + k) * self.tick_s, total, fail, slow, deg)
+                for k, (total, fail, slow, deg) in enumerate(zip(*ev.tolist()))]
+
+    def _evidence(self, k0: int, out, dt: float) -> list[EntryEvidence]:
+        return self._evidence_of(k0, self._evidence_arrays(out, dt))
 
     def _advance_lag(self, edge_rate: np.ndarray, Kc: int, dt: float) -> np.ndarray:
         """Consumer lag of each async edge after each of ``Kc`` ticks (the consumers drain up to 1.5x what is
@@ -538,8 +557,10 @@ class SimBackend:
         lay = self._layout_arrays(sl)
         running = c.p_running[sl] & c.p_active[sl]
         # in a taped run's state (same calls: see `_note`), its numbers for these ticks are these ticks' numbers
-        tape = _TAPES.get(self._tape_key()) if self._tape is None else None
+        tape = self._followed() if self._tape is None else None
         shared = tape.take_run(k0, K, self._calls, sl, dt) if tape is not None else None
+        if shared is not None:
+            self._follow = tape
         if shared is not None:
             per_pod_rate, mem, lag_block, state = shared
             edge_rate = None
@@ -593,8 +614,8 @@ class SimBackend:
             if k0 + Kc > h.cap:   # live reads index the current tick's row (their rates wait; state fields are live)
                 h._grow(k0 + Kc)
         if self._tape is not None:
-            self._tape.add_run(k0, (self._calls, sl, dt, per_pod_rate, mem, lag_block,
-                                    None if rows is None else rows[:, 5:10]))
+            self._tape.add_run((k0, self._calls, sl, dt, per_pod_rate, mem, lag_block,
+                                None if rows is None else rows[:, 5:10]))
         run = {"k0": k0, "K": Kc, "dt": dt, "task_rate": task_rate, "inputs": self.inputs, "ready": self.ready_count,
                "reason": self.res.edge_reason, "uh": self.uh_edge, "rows": rows, "epoch": len(h.epochs) - 1,
                "after": []}
@@ -659,9 +680,12 @@ class SimBackend:
         if self._effects_dirty or key != self._inputs_key or cap != len(self.pod_burn):
             self._inputs_key = key
             # a twin whose calls so far equal a taped (reference) run's has its state: take the inputs built there
-            tape = _TAPES.get(self._tape_key()) if self._tape is None else None
+            tape = self._followed() if self._tape is None else None
             hit = tape.refresh.get(tick) if tape is not None else None
-            if hit is not None and hit[0] == self._calls and hit[1] == key and hit[2] == cap:
+            if hit is not None and hit[0] != self._calls:
+                self._follow = hit = None   # another history: this twin no longer follows that run
+            if hit is not None and hit[1] == key and hit[2] == cap:
+                self._follow = tape
                 (self.res, self.pod_burn, self.pod_hog, self.pod_leak_rate, self.pod_leak_since, self._has_burn,
                  self._has_hog, self._has_leak, self.pod_ready_eff, self.ready_count, self.uh_edge, self.inputs) = hit[3]
             else:
@@ -687,7 +711,7 @@ class SimBackend:
         self._restarts = self._restart_counts()
         if not self._lean:
             # the same calls and pod state as a taped run at this tick: its snapshot (frozen) is this one
-            tape = self._tape if self._tape is not None else _TAPES.get(self._tape_key())
+            tape = self._tape if self._tape is not None else self._followed()
             hit = tape.epochs.get(tick) if tape is not None else None
             if self._tape is None and hit is not None and hit[0] == self._calls and hit[1] == self._inputs_key:
                 epoch = hit[2]
@@ -915,6 +939,9 @@ class SimBackend:
         memo = {id(x): x for x in (self.app, self.m, self.tm, self._svc_in, self._base_task_rate, self._load_noise,
                                    *self.app.services)}
         memo[id(self._zone_net)] = {}   # a cache: the clone starts its own
+        for tape in (self._tape, self._follow):   # taped runs are shared, read-only
+            if tape is not None:
+                memo[id(tape)] = tape
         for shared in _SOURCES.get(id(self.app), (None, {}))[1].values():
             memo[id(shared)] = shared
         for rs in self.cluster.rs_by_id:   # a revision's template, sources and metadata are never mutated

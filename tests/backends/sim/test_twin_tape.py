@@ -204,3 +204,31 @@ def test_the_call_fingerprint_sees_every_argument():
         fps.add(sim._calls)
     assert len(fps) == 3
     assert backend_mod._fp_part(long_a) != backend_mod._fp_part(long_b)
+
+
+def test_a_follower_keeps_its_tape_until_it_diverges(monkeypatch):
+    monkeypatch.setattr(backend_mod, "_TAPES", {})
+    ref_sim, ref = _reference(seed=8)
+    tape = ref_sim._tape_key()
+    sim = SimBackend("online-boutique", seed=8)
+    ev = sim.advance_to(30.0) + sim.advance_to(60.0)   # runs within the reference run's: taken
+    assert sim._follow is backend_mod._TAPES[tape]
+    backend_mod._TAPES.clear()                  # evicted (other runs' tapes): the follower still has it
+    steps = [0]
+    orig = TrafficModel.step
+
+    def step(self, *a):
+        steps[0] += 1
+        return orig(self, *a)
+
+    monkeypatch.setattr(TrafficModel, "step", step)
+    for k in range(5, 8):
+        ev += sim.advance_to(k * 15.0)
+        if k in EVENTS:
+            EVENTS[k](sim)
+    assert steps[0] == 0 and ev == ref[:7] and sim._follow is not None
+    sim.advance_to(8 * 15.0)
+    EVENTS[8](sim)
+    sim.scale("frontend", 5)                     # the reference run does not: another history
+    sim.advance_to(14 * 15.0)
+    assert sim._follow is None and steps[0] > 0
