@@ -104,14 +104,29 @@ def twin_section(apps: list[str], repeat: int = 3) -> list[dict]:
     return rows
 
 
-def _print_twin(rows: list[dict]) -> None:
-    print("twin alone (healthy, one core):")
-    print(f"  {'app':<18}{'build ms':>9}{'tick ms':>9}{'90 min ms':>11}{'(1 call)':>10}{'target':>8}{'ratio':>7}"
-          f"{'peak MB':>9}{'ratio':>7}{'series':>8}{'faulted ms':>11}{'clone ms':>9}")
+def print_table(title: str, columns: list[tuple[str, int, str, str]], rows: list[dict]) -> None:
+    """Print ``rows`` under ``title``: one column per (header, width, format spec, row key); the first column is
+    left-aligned, the others right-aligned.
+
+    >>> print_table("t:", [("app", 6, "", "app"), ("ms", 7, ".1f", "ms")], [{"app": "ob", "ms": 1.25}])
+    t:
+      app        ms
+      ob        1.2
+    """
+    print(title)
+    (h0, w0, _, _), rest = columns[0], columns[1:]
+    print("  " + f"{h0:<{w0}}" + "".join(f"{h:>{w}}" for h, w, _, _ in rest))
     for r in rows:
-        print(f"  {r['app']:<18}{r['build_ms']:9.1f}{r['tick_ms']:9.3f}{r['marathon_ms']:11.1f}{r['marathon_oneshot_ms']:10.1f}"
-              f"{r['target_ms']:8.0f}{r['ratio_time']:7.2f}{r['peak_mb']:9.1f}{r['ratio_mem']:7.2f}{r['series']:8d}"
-              f"{r['faulted_ms']:11.1f}{r['clone_ms']:9.2f}")
+        print("  " + f"{r[columns[0][3]]:<{w0}}" + "".join(format(r[k], f"{w}{spec}") for _, w, spec, k in rest))
+
+
+def _print_twin(rows: list[dict]) -> None:
+    print_table("twin alone (healthy, one core):", [
+        ("app", 18, "", "app"), ("build ms", 9, ".1f", "build_ms"), ("tick ms", 9, ".3f", "tick_ms"),
+        ("90 min ms", 11, ".1f", "marathon_ms"), ("(1 call)", 10, ".1f", "marathon_oneshot_ms"),
+        ("target", 8, ".0f", "target_ms"), ("ratio", 7, ".2f", "ratio_time"), ("peak MB", 9, ".1f", "peak_mb"),
+        ("ratio", 7, ".2f", "ratio_mem"), ("series", 8, "d", "series"), ("faulted ms", 11, ".1f", "faulted_ms"),
+        ("clone ms", 9, ".2f", "clone_ms")], rows)
     print("  faulted ms: CPU time of the run loop's no-action reference run (scheduled faults and noise, twin without")
     print("  metrics, no alerts); clone ms: CPU time of clone() of a warm twin without metrics (validation, per fault)")
 

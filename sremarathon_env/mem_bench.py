@@ -86,12 +86,12 @@ def memory_section(apps: list[str], repeat: int = 1, episodes: int = EPISODES, w
 
 
 def print_memory(rows: list[dict]) -> None:
-    print("memory across RL-view episodes (random masked actions, no reference run; RSS after gc + malloc_trim):")
-    print(f"  {'app':<18}{'warm-up':>8}{'episodes':>9}{'RSS MB':>8}{'-> MB':>8}{'MB/episode':>11}"
-          f"{'objects':>9}{'->':>9}")
-    for r in rows:
-        print(f"  {r['app']:<18}{r['warmup']:8d}{r['episodes']:9d}{r['rss_warm_mb']:8.0f}{r['rss_last_mb']:8.0f}"
-              f"{r['mb_per_episode']:11.2f}{r['objects_warm']:9d}{r['objects_last']:9d}")
+    from sremarathon_env.bench import print_table
+
+    print_table("memory across RL-view episodes (random masked actions, no reference run; RSS after gc + malloc_trim):", [
+        ("app", 18, "", "app"), ("warm-up", 8, "d", "warmup"), ("episodes", 9, "d", "episodes"),
+        ("RSS MB", 8, ".0f", "rss_warm_mb"), ("-> MB", 8, ".0f", "rss_last_mb"), ("MB/episode", 11, ".2f", "mb_per_episode"),
+        ("objects", 9, "d", "objects_warm"), ("->", 9, "d", "objects_last")], rows)
 
 
 def _run(apps: list[str], repeat: int) -> list[dict]:
