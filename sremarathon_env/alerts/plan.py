@@ -129,13 +129,13 @@ def _gather(flat, perm, n_ticks: int, cols) -> np.ndarray:
             fam, rows = flat[0]
             out = fam._data[rows, cols]
         else:
-            out = np.vstack([fam._data[rows, cols] for fam, rows in flat])
+            out = np.concatenate([fam._data[rows, cols] for fam, rows in flat])
         return out if perm is None else out[perm]
     if len(flat) == 1:
         fam, rows = flat[0]
         out = fam.values(n_ticks)[rows[:, None], cols[None, :]]
     else:
-        out = np.vstack([fam.values(n_ticks)[rows[:, None], cols[None, :]] for fam, rows in flat])
+        out = np.concatenate([fam.values(n_ticks)[rows[:, None], cols[None, :]] for fam, rows in flat])
     return out if perm is None else out[perm]
 
 
@@ -186,7 +186,7 @@ class _RangeGroup:
         else:
             cols = np.arange(c0, c1 + 1)
             blocks = [_gather(flat, perm, E.n_ticks, slice(c0, c1 + 1)) for flat, perm in self.members]
-            v = blocks[0] if len(blocks) == 1 else np.vstack(blocks)
+            v = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         w = Win([], v, ~np.isnan(v), p.t0_ms + cols.astype(np.int64) * st, lo_abs - c0, hi_abs - c0,
                 self.range_ms, self.offset_ms)
         rv, rp = RANGE_FUNCS[self.name](w, E.times, None)
@@ -271,16 +271,19 @@ class _Agg(_Node):
     @staticmethod
     def _layout(G: int, gid: np.ndarray) -> tuple:
         n = len(gid)
-        order = np.argsort(gid, kind="stable")
         sizes = np.bincount(gid, minlength=G)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
-        order = None if np.array_equal(order, np.arange(len(order))) else order
+        starts = np.zeros(G, dtype=np.intp)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        # the stable sort by group is the identity exactly when the group index never decreases
+        ident = n < 2 or bool((gid[1:] >= gid[:-1]).all())
+        ar = np.arange(n)
+        order = None if ident else np.argsort(gid, kind="stable")
         M = int(sizes.max()) if G else 0
         # (G, M) member rows in input order, padded with row n (a -0.0 row: x + -0.0 == x exactly), so a
         # sequential accumulate along the members is Prometheus's row-after-row sum
         idx = np.full((G, M), n, dtype=np.intp)
-        rank = np.arange(n) - np.repeat(starts, sizes)
-        srt = np.arange(n) if order is None else order
+        rank = ar - np.repeat(starts, sizes)
+        srt = ar if order is None else order
         idx[gid[srt], rank] = srt
         return order, starts, bool((sizes == 1).all()), G == 1, idx, M
 
@@ -652,7 +655,7 @@ class PackPlan:
             else:
                 rank = np.cumsum(keep_flat) - 1
                 new_perm = rank[perm[keep]]
-                if np.array_equal(new_perm, np.arange(len(new_perm))):
+                if not len(new_perm) or bool((new_perm == np.arange(len(new_perm))).all()):
                     new_parts = new_flat
                 else:
                     new_parts = [("perm", new_perm.astype(np.intp), new_flat)]

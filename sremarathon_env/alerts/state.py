@@ -263,7 +263,7 @@ class AlertEngine:
         return [tr for *_, tr in out]
 
     def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list) -> None:
-        present_rows = np.flatnonzero(vec.p.any(axis=1)) if len(vec.labels) else np.zeros(0, np.intp)
+        present_rows = vec.p.any(axis=1).nonzero()[0] if len(vec.labels) else np.zeros(0, np.intp)
         # label sets of present rows -> (fingerprint, labels); cached per label set
         rows_by_fp: dict[str, int] = {}   # fingerprint -> index in present_rows (the last row with it)
         info: dict[str, tuple[dict, dict]] = {}

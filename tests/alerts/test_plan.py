@@ -205,3 +205,30 @@ def test_plan_leaves_out_rows_without_samples_and_takes_them_back():
     for e, rule, vec in zip(exprs, rules, plan.evaluate(early)):
         assert _present(vec) == _present(generic.evaluate(rule.node, early)), e
     assert plan.excluded == 0
+
+
+def test_aggregation_layout_matches_its_definition():
+    """_Agg._layout: stable order by group (None when already sorted), group starts, singleton / one-group flags,
+    and the (groups, max size) member table in input order padded with row n, for random group indexes."""
+    from sremarathon_env.alerts.plan import _Agg
+
+    rng = np.random.default_rng(12)
+    for _ in range(400):
+        G = int(rng.integers(1, 6))
+        raw = rng.integers(0, G, size=int(rng.integers(G, 25)))
+        raw[:G] = rng.permutation(G)
+        if rng.random() < 0.4:
+            raw = np.sort(raw)
+        firsts = [int(np.flatnonzero(raw == g)[0]) for g in range(G)]
+        rank = {g: r for r, g in enumerate(sorted(range(G), key=firsts.__getitem__))}
+        gid = np.array([rank[int(x)] for x in raw], dtype=np.intp)   # groups numbered by first appearance
+        n = len(gid)
+        order, starts, singletons, one_group, idx, M = _Agg._layout(G, gid)
+        want_order = sorted(range(n), key=lambda i: gid[i])
+        assert (order is None) == (want_order == list(range(n)))
+        assert order is None or order.tolist() == want_order
+        members = [[i for i in range(n) if gid[i] == g] for g in range(G)]
+        sizes = [len(m) for m in members]
+        assert starts.tolist() == [sum(sizes[:g]) for g in range(G)] and M == max(sizes)
+        assert idx.tolist() == [m + [n] * (M - len(m)) for m in members]
+        assert singletons == all(s == 1 for s in sizes) and one_group == (G == 1)
