@@ -713,7 +713,7 @@ def _bucket_quantile(q: np.ndarray, ubs: np.ndarray, C: np.ndarray, coalesce: bo
         ubs, C = np.array(keep_ub), np.vstack(keep_c)
     m, T = C.shape
     res = np.full(T, np.nan)
-    if m == 0 or not np.isposinf(ubs[-1]):
+    if m == 0 or not ubs[-1] == np.inf:
         return np.where(q < 0, -np.inf, np.where(q > 1, np.inf, res))
     acc = np.fmax.accumulate(C, axis=0)
     C = np.where(np.isnan(C), C, acc)

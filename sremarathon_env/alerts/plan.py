@@ -464,7 +464,7 @@ class _HistQuantile(_Node):
             full = P.all(axis=1) & ap
             g, m = R.shape
             Cm = C.transpose(1, 0, 2).reshape(m, g * T)
-            val = _bucket_quantile(np.tile(q, g), ubs, Cm).reshape(g, T)
+            val = _bucket_quantile(np.concatenate([q] * g), ubs, Cm).reshape(g, T)   # q repeated per group
             out = np.where(full, val, np.nan)
             for gi, t in np.argwhere(ap & ~full):
                 sel = P[gi, :, t]

@@ -228,12 +228,13 @@ class Tape:
         for fam, m, rows in groups:
             B[m] = fam._data[rows, g0:c1]
         if g0 < c0:
-            if not np.array_equal(B[:, 0], self.V[sl, g0], equal_nan=True):
+            a, b = B[:, 0], self.V[sl, g0]
+            if not ((a == b) | ((a != a) & (b != b))).all():   # equal, NaN equal to NaN
                 return False
             B = B[:, 1:]
         p = ~np.isnan(B)
         self.V[sl, c0:c1] = B
-        cs = np.cumsum(p, axis=1)
+        cs = p.cumsum(axis=1)
         self.CS[sl, c0 + 1 : c1 + 1] = self.CS[sl, c0][:, None] + cs
         kidx = np.arange(c0, c1, dtype=np.int64)
         n_sl = len(idx)
@@ -254,14 +255,14 @@ class Tape:
         change = step & (B != prev)
         rc0 = self.RC[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
         cc0 = self.CC[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
-        self.CC[sl, c0:c1] = cc0[:, None] + np.cumsum(change, axis=1)
+        self.CC[sl, c0:c1] = cc0[:, None] + change.cumsum(axis=1)
         lr0 = self.LR[sl, c0 - 1] if c0 > 0 else np.zeros(n_sl, dtype=np.int64)
         if not reset.any():
             # no counter reset in these columns (the usual case): counts and last reset carry over
             self.RC[sl, c0:c1] = rc0[:, None]
             self.LR[sl, c0:c1] = lr0[:, None]
         else:
-            self.RC[sl, c0:c1] = rc0[:, None] + np.cumsum(reset, axis=1)
+            self.RC[sl, c0:c1] = rc0[:, None] + reset.cumsum(axis=1)
             lr = np.where(reset, kidx[None, :], 0)
             lr[:, 0] = np.maximum(lr[:, 0], lr0)
             np.maximum.accumulate(lr, axis=1, out=lr)
