@@ -260,7 +260,7 @@ class _Agg(_Node):
         ck = (G, gid.tobytes())
         hit = _AGG_LAYOUT.get(ck)
         if hit is None:
-            if len(_AGG_LAYOUT) > 5000:
+            if len(_AGG_LAYOUT) > AGG_LAYOUT_MAX:
                 _AGG_LAYOUT.clear()
             hit = _AGG_LAYOUT[ck] = self._layout(G, gid)
         self.order, self.starts, self.singletons, self.one_group, self.idx, self.M = hit
@@ -329,6 +329,7 @@ class _Agg(_Node):
 
 #: group layouts of aggregations, by (number of groups, group index of each input row)
 _AGG_LAYOUT: dict[tuple, tuple] = {}
+AGG_LAYOUT_MAX = 2000  #: layouts kept before the cache starts again
 
 
 def _NEG_ZERO_ROW(T: int) -> np.ndarray:

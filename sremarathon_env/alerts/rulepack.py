@@ -123,6 +123,7 @@ def _template_parts(tmpl: str) -> tuple:
 
 
 _GO_FLOAT: dict[float, str] = {}
+GO_FLOAT_MAX = 10_000  #: values kept before the cache starts again
 
 
 def go_float_cached(v: float) -> str:
@@ -131,7 +132,7 @@ def go_float_cached(v: float) -> str:
     if s is None:
         s = go_float(v)
         if v and v == v and not math.isinf(v):
-            if len(_GO_FLOAT) > 50_000:
+            if len(_GO_FLOAT) > GO_FLOAT_MAX:
                 _GO_FLOAT.clear()
             _GO_FLOAT[v] = s
     return s

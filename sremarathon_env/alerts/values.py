@@ -106,10 +106,14 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
 _PER_LB: dict[tuple, dict] = {}
 
 
+#: entries of one per-label-set cache before it starts again (label sets of pods of finished episodes go)
+PER_LABEL_SET_MAX = 20_000
+
+
 def per_label_set(tag: tuple) -> dict:
-    """The cache of one pure function of a single label set (cleared when it grows very large)."""
+    """The cache of one pure function of a single label set (emptied at ``PER_LABEL_SET_MAX`` entries)."""
     d = _PER_LB.get(tag)
-    if d is None or len(d) > 200_000:
+    if d is None or len(d) > PER_LABEL_SET_MAX:
         d = _PER_LB[tag] = {}
     return d
 
@@ -126,11 +130,14 @@ def memo_get(tag: tuple, inputs: tuple[list, ...]):
 #: label lists made from an earlier list by inserting items (a selector whose family gained series):
 #: id -> (the list, the earlier list, ascending positions of the inserted items in the list)
 _GROWN: dict[int, tuple] = {}
+#: records kept before they are all dropped (a record keeps two label lists alive; losing one only costs a
+#: full redo of the label work of the next growth)
+GROWN_MAX = 2000
 
 
 def note_grown(new: list, old: list, pos: list[int]) -> None:
     """Record that ``new`` is ``old`` with items inserted at positions ``pos`` (ascending) of ``new``."""
-    if len(_GROWN) > 20000:
+    if len(_GROWN) > GROWN_MAX:
         _GROWN.clear()
     hit = _GROWN.get(id(old))
     if hit is not None and hit[0] is old:
