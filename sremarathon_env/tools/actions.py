@@ -96,7 +96,11 @@ def _require_node(ctx: "ToolContext", node: str) -> None:
 
 
 def services_on_nodes(ctx: "ToolContext", nodes: list[str]) -> list[str]:
-    """Services with a (non-terminated) pod on one of ``nodes``, from the backend's pod list."""
+    """Services with a (non-terminated) pod on one of ``nodes``: the backend's own answer where it has one
+    (the twin: without rendering every pod), else from its pod list."""
+    fast = getattr(ctx.backend, "services_on_nodes", None)
+    if fast is not None:
+        return list(fast(list(nodes)))
     found = set()
     for pod in ctx.backend.k8s_get("Pod", None):
         if not isinstance(pod, dict) or _g(pod, "spec", "nodeName") not in nodes:

@@ -173,3 +173,27 @@ def test_patch_source_through_the_pipeline():
     assert "timeout_ms: 150" in rt.ctx.backend.read_source(svc, path)
     advance(rt, 300.0)
     assert rt.call("read_source", {"service": svc, "path": path}).result["content"].count("timeout_ms: 150") == 1
+
+
+def test_services_on_nodes_fast_path_equals_the_rendered_pods():
+    """The twin answers `services_on_nodes` itself; it must say what the rendered pod list says (the path a
+    backend without the method takes), through node loss, a drain and pods rescheduling."""
+    from types import SimpleNamespace
+
+    from sremarathon_env.tools.actions import services_on_nodes
+
+    rt = twin_runtime(300.0, [Effect(kind="node_down", node="node-b1")])
+    sim = rt.ctx.backend
+    pods_only = SimpleNamespace(k8s_get=sim.k8s_get)   # no services_on_nodes: falls back to k8s_get("Pod")
+    nodes = [n.name for n in rt.ctx.app.topology.nodes]
+    checked = 0
+    for t, act in ((300.0, None), (420.0, "drain"), (900.0, None)):
+        if act == "drain":
+            sim.drain_node(nodes[0])
+        advance(rt, t)
+        for sel in [[n] for n in nodes] + [nodes[:2], nodes, ["no-such-node"]]:
+            fast = services_on_nodes(SimpleNamespace(backend=sim, app=rt.ctx.app), sel)
+            slow = services_on_nodes(SimpleNamespace(backend=pods_only, app=rt.ctx.app), sel)
+            assert fast == slow, (t, sel)
+            checked += bool(fast)
+    assert checked > 5

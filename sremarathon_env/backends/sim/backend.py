@@ -1393,6 +1393,14 @@ class SimBackend:
         return sum(1 for p in c.active_pods()
                    if p.node >= 0 and c.nodes[p.node].name == node and p.phase in ("Running", "Pending"))
 
+    def services_on_nodes(self, nodes: list[str]) -> list[str]:
+        """Services (app order) with a pod (not deleted, not Succeeded/Failed) bound to one of ``nodes``: what
+        the rendered pods (``k8s_get("Pod")``) say, without rendering them (the policy scope of a drain)."""
+        c = self.cluster
+        idx = {c.node_index[n] for n in nodes if n in c.node_index}
+        found = {p.svc for p in c.active_pods() if p.node in idx and p.phase not in ("Succeeded", "Failed")}
+        return [s for i, s in enumerate(c.svc_names) if i in found]
+
     def env_of(self, service: str) -> dict[str, str]:
         dep = self._dep(service)
         return {} if dep is None else dict(dep.current.template["env"])
