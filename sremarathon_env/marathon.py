@@ -230,7 +230,7 @@ class _Driver:
         one per run between events."""
         tick_s = self.cfg.tick_s
         starts: list[tuple[int, list]] = []
-        self.backend.begin_deferred()
+        self.backend.begin_deferred(evidence_only=True)   # only entry evidence is read
         try:
             kk = k
             while kk <= self._limit_k:
