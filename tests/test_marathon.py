@@ -161,3 +161,28 @@ def test_change_driven_faults_enter_through_the_build_pipeline():
 
     h2 = inject(fault, SimBackend(app, 0), build=broken)
     assert not h2.ok and "build rejected" in h2.message
+
+
+@pytest.mark.parametrize("app,policy", [("online-boutique", "oracle"), ("astronomy-shop", "random")])
+def test_the_scored_twin_following_the_reference_runs_tape_changes_no_bundle(app, policy, monkeypatch):
+    """The scored twin takes the no-action reference run's taped numbers while its state-changing calls
+    equal the reference run's (`SimBackend._note`): a run with the tapes must give the very bundle a run
+    without them gives, also for policies that intervene (the twin then leaves the tape)."""
+    from baselines.runner import run_marathon
+    from sremarathon_env import marathon as marathon_mod
+    from sremarathon_env.backends.sim import backend as backend_mod
+
+    def run():
+        marathon_mod.reference_evidence.cache_clear()
+        backend_mod._TAPES.clear()
+        report, _ = run_marathon(app, 17, policy, injection_s=900, observation_s=300)
+        return report.digest, report.marathon_score
+
+    with_tape = run()
+    followed = []
+    orig = backend_mod.SimBackend._followed
+    monkeypatch.setattr(backend_mod.SimBackend, "_followed", lambda self: followed.append(1) and None)
+    without = run()
+    monkeypatch.setattr(backend_mod.SimBackend, "_followed", orig)
+    assert followed, "the scored twin looked for a tape"
+    assert with_tape == without
