@@ -107,7 +107,7 @@ _PER_LB: dict[tuple, dict] = {}
 
 
 #: entries of one per-label-set cache before it starts again (label sets of pods of finished episodes go)
-PER_LABEL_SET_MAX = 20_000
+PER_LABEL_SET_MAX = 5000
 
 
 def per_label_set(tag: tuple) -> dict:
