@@ -84,7 +84,10 @@ def test_reference_run_driver_unchanged_by_deferral(app):
     assert [o[0] for o in out_a] == [o[0] for o in out_b]
     assert [o[2] for o in out_a] == [o[2] for o in out_b]
     assert sum(1 for o in out_b if o[2]) > 3       # events happened between deferred runs
-    assert _history(a) == _history(b)
+    # the driver's deferred span keeps no health history (evidence_only: it reads entry evidence alone);
+    # the dynamics are the same (histories of full deferred spans: the tests above)
+    assert b.history.n <= 1 and a.history.n == len(out_a) + 1
+    assert a.state_digest() == b.state_digest() and a.pod_ooms == b.pod_ooms
     assert M.reference_evidence.__wrapped__(cfg)["total"] == [o[0].total for o in out_a]
 
 
