@@ -21,9 +21,9 @@ import gc
 import sys
 from typing import Callable
 
-#: episodes after the warm-up ones, and warm-up episodes (caches fill during the first few)
-EPISODES = 12
-WARMUP = 3
+#: episodes after the warm-up ones, and warm-up episodes (the bounded caches fill during the first ~20)
+EPISODES = 20
+WARMUP = 20
 
 
 def _rss_mb() -> float:
