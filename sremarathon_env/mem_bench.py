@@ -15,10 +15,7 @@ Growth per episode is (last - warm-up) / episodes in between. Opt-in (a few seco
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
-import sys
 from typing import Callable
 
 #: episodes after the warm-up ones, and warm-up episodes (the bounded caches fill during the first ~20)
@@ -40,12 +37,10 @@ def _rss_mb() -> float:
 
 def _settle() -> float:
     """Collect garbage, hand free heap pages back (glibc), and return the resident MB."""
+    from wrappers.gc_policy import release_free_heap
+
     gc.collect()
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):
-            pass
+    release_free_heap()
     return _rss_mb()
 
 

@@ -56,18 +56,35 @@ MMAP_THRESHOLD = 256 * 1024
 TRIM_THRESHOLD = 64 * 1024 * 1024
 
 
+def _glibc_call(name: str):
+    """The C library's function ``name`` on Linux (None elsewhere, or where the library lacks it: musl has
+    neither ``mallopt`` nor ``malloc_trim``)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def tune_malloc(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD) -> bool:
     """Fix glibc's mmap and trim thresholds for this process (``mallopt``); True where they were set.
     Process-wide, like `tune_gc`: call it from a process entry point, not from library code."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):   # not glibc (e.g. musl has no mallopt)
+    mallopt = _glibc_call("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold))) and bool(mallopt(_M_TRIM_THRESHOLD, int(trim_threshold)))
+
+
+def release_free_heap() -> bool:
+    """Hand the heap's free pages back to the system (glibc ``malloc_trim(0)``); False where not available.
+    For measurements of what a process still references (`sremarathon_env.mem_bench`)."""
+    trim = _glibc_call("malloc_trim")
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def tune_process() -> None:
@@ -76,4 +93,5 @@ def tune_process() -> None:
     tune_malloc()
 
 
-__all__ = ["MMAP_THRESHOLD", "ROLLOUT_THRESHOLDS", "TRIM_THRESHOLD", "tune_gc", "tune_malloc", "tune_process"]
+__all__ = ["MMAP_THRESHOLD", "ROLLOUT_THRESHOLDS", "TRIM_THRESHOLD", "release_free_heap", "tune_gc", "tune_malloc",
+           "tune_process"]

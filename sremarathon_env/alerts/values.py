@@ -87,12 +87,8 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
     """
     global _MEMO, _MEMO_OLD
     key = (tag, tuple(id(x) for x in inputs))
-    hit = _MEMO.get(key)
-    if hit is None and _MEMO_OLD:
-        hit = _MEMO_OLD.get(key)
-        if hit is not None:
-            _MEMO[key] = hit
-    if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):
+    hit = _memo_hit(key, inputs)
+    if hit is not None:
         return hit[1]
     if len(_MEMO) >= MEMO_GENERATION:
         _MEMO_OLD, _MEMO = _MEMO, {}
