@@ -25,6 +25,7 @@ import tracemalloc
 from typing import Callable
 
 from apps import APP_NAMES, load_app
+from sremarathon_env.cli_args import app_name, positive_int
 
 MARATHON_S = 5400.0
 INVOCATION_S = 120.0
@@ -153,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="measure the cost of the twin (and other sections) per app")
-    p.add_argument("--apps", nargs="*", default=None, help=f"apps (default: {' '.join(APP_NAMES)})")
-    p.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported")
-    p.add_argument("--sections", nargs="*", default=None,
+    p.add_argument("--apps", nargs="*", type=app_name, default=None, help=f"apps (default: {' '.join(APP_NAMES)})")
+    p.add_argument("--repeat", type=positive_int, default=3, help="repetitions; medians are reported")
+    p.add_argument("--sections", nargs="*", default=None, choices=[title for title, _, _ in SECTIONS],
                    help="only these sections: twin, alerts, env, memory (default: all but memory)")
     p.set_defaults(func=run)

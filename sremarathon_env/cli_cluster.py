@@ -23,6 +23,8 @@ import os
 import subprocess
 import sys
 
+from sremarathon_env.cli_args import app_name
+
 
 def _local(args: argparse.Namespace):
     from sremarathon_env.backends.kubernetes.cluster import LocalCluster
@@ -111,7 +113,7 @@ def add_parser(sub) -> None:
     p.add_argument("--provider", choices=["kwok", "kind"], default="kwok")
     p.add_argument("--name", default="sre")
     p.add_argument("--workdir", default=None, help="cluster directory (default ~/.cache/sremarathon/clusters/NAME)")
-    p.add_argument("--app", default="online-boutique", help="app whose topology gives the nodes and zones")
+    p.add_argument("--app", type=app_name, default="online-boutique", help="app whose topology gives the nodes and zones")
     p.add_argument("--timeout", type=float, default=240.0)
     p.add_argument("--dry-run", action="store_true", help="kind: write the files and print the commands only")
     p.set_defaults(func=lambda a: {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status}[a.action](a))

@@ -18,20 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-
-def _apps(text: str) -> list[str]:
-    from apps import APP_NAMES  # noqa: F401 - validated below
-
-    names = list(APP_NAMES)
-    if text == "all":
-        return names
-    out = [a.strip() for a in text.split(",") if a.strip()]
-    bad = [a for a in out if a not in names]
-    if bad:
-        raise SystemExit(f"unknown app(s) {', '.join(bad)}; known: {', '.join(names)}")
-    return out
+from sremarathon_env.cli_args import app_list, app_name, non_negative_int, policy_list, policy_spec, positive_int, \
+    seed_list
 
 
 def _policy_options(pairs: list[str] | None) -> dict:
@@ -59,8 +48,9 @@ def _marathon_config(args) -> dict:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--injection-s", dest="injection_s", type=int, default=None, help="injection window (default 3600)")
-    p.add_argument("--observation-s", dest="observation_s", type=int, default=None,
+    p.add_argument("--injection-s", dest="injection_s", type=positive_int, default=None,
+                   help="injection window (default 3600)")
+    p.add_argument("--observation-s", dest="observation_s", type=non_negative_int, default=None,
                    help="observation window (default 1800)")
     p.add_argument("--no-noise", action="store_true", help="no benign noise events")
 
@@ -71,7 +61,11 @@ def cmd_run(args) -> int:
     from baselines import make_policy
     from baselines.runner import run_marathon
 
-    pol = make_policy(args.policy, **_policy_options(args.option))
+    try:
+        pol = make_policy(args.policy, **_policy_options(args.option))
+    except (ValueError, FileNotFoundError) as e:   # e.g. react without an endpoint, a ppo path without a module
+        print(f"error: policy {args.policy}: {e}", file=sys.stderr)
+        return 2
     report, path = run_marathon(args.app, args.seed, pol, out_dir=args.out, progress=not args.quiet,
                                 **_marathon_config(args))
     console = Console()
@@ -84,12 +78,10 @@ def cmd_run(args) -> int:
 def cmd_sweep(args) -> int:
     from rich.console import Console
 
-    from baselines.sweep import parse_seeds, run_sweep, sweep_jobs
+    from baselines.sweep import run_sweep, sweep_jobs
 
     console = Console()
-    apps = _apps(args.apps)
-    jobs = sweep_jobs(apps, parse_seeds(args.seeds), [p.strip() for p in args.policies.split(",") if p.strip()],
-                      **_marathon_config(args))
+    jobs = sweep_jobs(args.apps, args.seeds, args.policies, **_marathon_config(args))
     console.print(f"{len(jobs)} runs -> {args.out}" + (f" on Ray ({args.ray})" if args.ray else
                                                        f" with {args.workers} local processes"))
     n_err = 0
@@ -136,9 +128,14 @@ def cmd_leaderboard(args) -> int:
 
 
 def cmd_view(args) -> int:
+    from sremarathon_env.bundle.recorder import BundleError
     from sremarathon_env.report.view import write_html
 
-    out = write_html(args.bundle, args.output)
+    try:
+        out = write_html(args.bundle, args.output)
+    except BundleError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(out)
     return 0
 
@@ -147,9 +144,9 @@ def add_parser(sub) -> None:
     from baselines import POLICY_NAMES
 
     p = sub.add_parser("run", help="run one marathon with a baseline policy and score it")
-    p.add_argument("--app", default="online-boutique")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--policy", default="runbook", help=f"{', '.join(POLICY_NAMES)} or ppo:PATH")
+    p.add_argument("--app", type=app_name, default="online-boutique")
+    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--policy", type=policy_spec, default="runbook", help=f"{', '.join(POLICY_NAMES)} or ppo:PATH")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="policy option (e.g. model=gpt-4o-mini for react); repeatable")
     p.add_argument("--out", default=None, help="bundle root directory (default: in memory only)")
@@ -159,11 +156,11 @@ def add_parser(sub) -> None:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("sweep", help="run every app x seed x policy combination and write all bundles")
-    p.add_argument("--apps", default="all", help="comma-separated app names or 'all'")
-    p.add_argument("--seeds", default="0-4", help="e.g. 0-19 or 0,3,5")
-    p.add_argument("--policies", default="noop,random,runbook,keep,oracle")
+    p.add_argument("--apps", type=app_list, default="all", help="comma-separated app names or 'all'")
+    p.add_argument("--seeds", type=seed_list, default="0-4", help="e.g. 0-19 or 0,3,5")
+    p.add_argument("--policies", type=policy_list, default="noop,random,runbook,keep,oracle")
     p.add_argument("--out", default="runs", help="bundle root directory (default ./runs)")
-    p.add_argument("--workers", type=int, default=2, help="local processes (default 2)")
+    p.add_argument("--workers", type=positive_int, default=2, help="local processes (default 2)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run as Ray tasks on this cluster ('auto' to join the one Ray finds); needs the [rl] extra")
     _add_common(p)

@@ -26,6 +26,7 @@ import json
 import math
 import shlex
 
+from sremarathon_env.cli_args import app_name, non_negative_int, positive_int
 from sremarathon_env.seeds import parse_seeds as _parse_seeds
 
 
@@ -66,11 +67,12 @@ def _env_config(args) -> dict:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--app", default="online-boutique", help="app model id")
-    p.add_argument("--env-runners", type=int, default=2, help="RLlib EnvRunner actors (0: sample in the driver)")
-    p.add_argument("--envs-per-runner", type=int, default=1, help="sub-envs per runner (vectorised)")
-    p.add_argument("--injection-s", type=int, default=None, help="fault-injection phase (default 1200)")
-    p.add_argument("--observation-s", type=int, default=None, help="observation phase (default 480)")
+    p.add_argument("--app", type=app_name, default="online-boutique", help="app model id")
+    p.add_argument("--env-runners", type=non_negative_int, default=2,
+                   help="RLlib EnvRunner actors (0: sample in the driver)")
+    p.add_argument("--envs-per-runner", type=positive_int, default=1, help="sub-envs per runner (vectorised)")
+    p.add_argument("--injection-s", type=positive_int, default=None, help="fault-injection phase (default 1200)")
+    p.add_argument("--observation-s", type=non_negative_int, default=None, help="observation phase (default 480)")
     p.add_argument("--no-noise", action="store_true", help="no benign noise")
     p.add_argument("--address", default=None, help="connect to an existing Ray cluster (ray://HOST:PORT or auto)")
 
@@ -79,10 +81,10 @@ def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train PPO (RLlib, action masking) on the RL view",
                        description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
-    p.add_argument("--iterations", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0, help="base seed of every env stream and of RLlib")
+    p.add_argument("--iterations", type=positive_int, default=10)
+    p.add_argument("--seed", type=non_negative_int, default=0, help="base seed of every env stream and of RLlib")
     p.add_argument("--out", default="runs/ppo", help="checkpoint directory")
-    p.add_argument("--checkpoint-every", type=int, default=1)
+    p.add_argument("--checkpoint-every", type=positive_int, default=1)
     p.add_argument("--train-batch", type=int, default=None, help="env steps per iteration (default: one episode per sub-env)")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--epochs", type=int, default=6)
@@ -98,7 +100,7 @@ def add_parser(sub) -> None:
 
     b = sub.add_parser("train-bench", help="RLlib sampling throughput: RL view vs a trivial env with the same spaces")
     _common(b)
-    b.add_argument("--episodes", type=int, default=2, help="episodes per sub-env in the timed sample")
+    b.add_argument("--episodes", type=positive_int, default=2, help="episodes per sub-env in the timed sample")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_bench)
 

@@ -294,6 +294,12 @@ def reference_evidence(cfg: MarathonConfig) -> dict[str, list[float]]:
 
 
 def _versions() -> dict[str, str]:
+    """The recorded package versions (a fresh dict; looked up once per process: metadata reads cost ~1 ms)."""
+    return dict(_versions_once())
+
+
+@lru_cache(maxsize=1)
+def _versions_once() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"sremarathon-env": ENV_VERSION}
