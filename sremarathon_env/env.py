@@ -168,7 +168,8 @@ class SREMarathonEnv(gym.Env):
 
     Args:
         app: app model id (``online-boutique``, ``train-ticket``, ``astronomy-shop``).
-        backend: ``sim`` (the embedded digital twin).
+        backend: ``sim`` (the embedded digital twin) or ``live`` (alias ``kubernetes``: a cluster; the
+            ``SREMarathon/<App>-live-v0`` ids set it). Anything else is refused here.
         cadence_s, budget_s, tick_s: invocation period, budget per invocation, twin tick.
         injection_s, observation_s: the two phases of the marathon (faults only in the first).
         noise, noise_rate: benign noise (deploys, restarts, blips) and its rate multiplier.

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from apps import load_app
-from faults.catalogue import CATALOGUE_VERSION, load_catalogue
+from faults.catalogue import CATALOGUE_VERSION, catalogue_apps, load_catalogue
 from faults.noise import apply_noise, end_noise
 from faults.orchestrator import Schedule, build_schedule
 from faults.realise import FaultHandle, artifact_ok, inject, probe_ok, revert
@@ -42,6 +42,9 @@ from sremarathon_env.pipeline import BuildPipeline
 from sremarathon_env.tools import Limits, ToolContext, ToolResult, ToolRuntime
 
 ENV_VERSION = "0.1.0"
+
+#: backend names a config accepts ("kubernetes" is taken as "live")
+BACKENDS = ("sim", "live")
 #: a call's result text kept in the bundle (longer results keep this prefix and a digest of the whole)
 RESULT_CHARS_IN_BUNDLE = 4000
 
@@ -66,6 +69,24 @@ class MarathonConfig(BaseModel):
     penalty_per_forbidden: float = Field(1.0, ge=0)
     bundle_dir: str | None = None
     reference_run: bool = Field(True, description="compute the matched no-action run for the degradation figure")
+
+    @field_validator("app")
+    @classmethod
+    def _known_app(cls, v: str) -> str:
+        avail = catalogue_apps()
+        if v not in avail:
+            raise ValueError(f"unknown app {v!r}; available: {', '.join(avail)}")
+        return v
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        if v == "kubernetes":   # the product's name for the live backend
+            return "live"
+        if v not in BACKENDS:
+            raise ValueError(f"unknown backend {v!r}: 'sim' (the digital twin) or 'live' (alias 'kubernetes': "
+                             "a Kubernetes cluster)")
+        return v
 
     @property
     def horizon_s(self) -> float:

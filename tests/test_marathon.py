@@ -186,3 +186,18 @@ def test_the_scored_twin_following_the_reference_runs_tape_changes_no_bundle(app
     monkeypatch.setattr(backend_mod.SimBackend, "_followed", orig)
     assert followed, "the scored twin looked for a tape"
     assert with_tape == without
+
+
+def test_config_refuses_unknown_app_and_backend_at_construction():
+    """A bad app or backend is refused when the config (or the env) is made, not at the first reset."""
+    import gymnasium as gym
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown app 'bogus'; available: online-boutique"):
+        MarathonConfig(app="bogus")
+    with pytest.raises(ValidationError, match="unknown backend 'k8s'"):
+        MarathonConfig(backend="k8s")
+    with pytest.raises(ValidationError, match="unknown backend 'bogus'"):
+        gym.make("SREMarathon/OnlineBoutique-v0", backend="bogus")
+    assert MarathonConfig(backend="kubernetes").backend == "live"   # the product's name for the live backend
+    assert MarathonConfig(backend="sim").backend == "sim"
