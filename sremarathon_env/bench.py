@@ -9,6 +9,7 @@ are functions in `SECTIONS` so that other parts (alerts, the whole environment) 
 (memory across episodes) run only when named.
 
     $ sremarathon bench --apps online-boutique --repeat 3
+    $ sremarathon bench --apps online-boutique --sections rl
     $ sremarathon bench --apps online-boutique --sections memory
 
 >>> rows = twin_section(["online-boutique"], repeat=1)
@@ -138,6 +139,7 @@ SECTIONS: list[tuple[str, Callable[[list[str], int], list[dict]], Callable[[list
 ]
 SECTIONS.append(__import__("sremarathon_env.alerts.bench", fromlist=["SECTION"]).SECTION)
 SECTIONS.append(__import__("sremarathon_env.env_bench", fromlist=["SECTION"]).SECTION)
+SECTIONS.append(__import__("sremarathon_env.rl_bench", fromlist=["SECTION"]).SECTION)
 SECTIONS.append(__import__("sremarathon_env.mem_bench", fromlist=["SECTION"]).SECTION)
 #: sections run only when named in ``--sections`` (slow: many episodes)
 OPT_IN = {"memory"}
@@ -157,5 +159,5 @@ def add_parser(sub) -> None:
     p.add_argument("--apps", nargs="*", type=app_name, default=None, help=f"apps (default: {' '.join(APP_NAMES)})")
     p.add_argument("--repeat", type=positive_int, default=3, help="repetitions; medians are reported")
     p.add_argument("--sections", nargs="*", default=None, choices=[title for title, _, _ in SECTIONS],
-                   help="only these sections: twin, alerts, env, memory (default: all but memory)")
+                   help="only these sections: twin, alerts, env, rl, memory (default: all but memory)")
     p.set_defaults(func=run)

@@ -1,0 +1,153 @@
+"""``sremarathon bench --sections rl``: the environment as RL training runs it.
+
+The ``env`` section times the core env with a no-op action over full marathons. Training runs something
+else: the RL view (`wrappers.rl.RLView`) with the RLlib env factory's settings (`baselines.rllib_env.
+DEFAULT_ENV_CONFIG`: 20 + 8 minute marathons of 14 steps, no reference run) and actions that intervene, so
+the twin soon leaves the reference run's tape and the alert plan sees the pods the actions create. Per app
+this section plays ``repeat`` x `EPISODES` such episodes with uniformly random masked actions (seeded) and
+prints CPU time per step including the reset's share (what bounds RLlib's sampling throughput), per reset,
+per step and per episode, and where a step's time goes: the twin, the faults (injection, revert, noise,
+symptom probes), the alert rules, the action's tool calls, the RL observation and mask, recording, reward
+replay, and the rest.
+
+>>> rows = rl_section(["online-boutique"], repeat=1, episodes=1, injection_s=240, observation_s=120)
+>>> rows[0]["steps"], abs(sum(rows[0]["share"].values()) - 1.0) < 1e-6
+(3, True)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+#: episodes per repetition and app
+EPISODES = 6
+PARTS = ("twin", "faults", "alerts", "tools", "observation", "recording", "reward", "other")
+
+
+class _Clock:
+    """CPU seconds spent inside wrapped methods, per key (methods of objects an episode creates are
+    wrapped again after each reset)."""
+
+    def __init__(self) -> None:
+        self.t: dict[str, float] = {k: 0.0 for k in ("twin", "tick", "alerts", "tools", "observation", "recording",
+                                                     "reward")}
+
+    def wrap(self, obj: Any, name: str, key: str) -> None:
+        fn = getattr(obj, name)
+        t = self.t
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            c0 = time.process_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                t[key] += time.process_time() - c0
+
+        setattr(obj, name, timed)
+
+
+def _instrument(core: Any, clock: _Clock) -> None:
+    m = core.marathon
+    clock.wrap(m.backend, "advance_to", "twin")
+    clock.wrap(m.driver, "tick", "tick")
+    clock.wrap(m.alert_engine, "evaluate_until", "alerts")
+    clock.wrap(m.recorder, "append", "recording")
+    clock.wrap(m.scorer, "feed", "reward")
+    clock.wrap(m, "finish", "reward")
+    clock.wrap(core, "call", "tools")
+
+
+def rl_section(apps: list[str], repeat: int = 3, episodes: int = EPISODES, injection_s: int | None = None,
+               observation_s: int | None = None) -> list[dict]:
+    import gymnasium as gym
+    import numpy as np
+
+    import sremarathon_env  # noqa: F401 - registers the ids
+    from baselines.rllib_env import DEFAULT_ENV_CONFIG
+    from sremarathon_env.registration import IDS
+    from wrappers.gc_policy import tune_process
+    from wrappers.rl import RLView
+
+    tune_process()   # the env runner's process settings
+    inj = int(DEFAULT_ENV_CONFIG["injection_s"] if injection_s is None else injection_s)
+    obs_s = int(DEFAULT_ENV_CONFIG["observation_s"] if observation_s is None else observation_s)
+    rows = []
+    for app in apps:
+        env = RLView(gym.make(IDS[app], reference_run=bool(DEFAULT_ENV_CONFIG["reference_run"]),
+                              injection_s=inj, observation_s=obs_s))
+        core = env.unwrapped
+        env.reset(seed=10_000)   # warm caches (app model, catalogue, rule pack) and the first-reset checks
+        rng = np.random.default_rng(0)
+        per_step, resets, steps, episode_s = [], [], [], []
+        share = {k: 0.0 for k in PARTS}
+        n_steps = 0
+        for rep in range(repeat):
+            c_all = 0.0
+            k_all = 0
+            for e in range(episodes):
+                c0 = time.process_time()
+                obs, _ = env.reset(seed=rep * episodes + e)
+                c_reset = time.process_time() - c0
+                clock = _Clock()
+                _instrument(core, clock)
+                clock.wrap(env, "_observe", "observation")
+                c_steps = 0.0
+                k = 0
+                while True:
+                    a = int(rng.choice(np.flatnonzero(obs["action_mask"])))
+                    c1 = time.process_time()
+                    obs, _, term, trunc, _ = env.step(a)
+                    dc = time.process_time() - c1
+                    steps.append(dc)
+                    c_steps += dc
+                    k += 1
+                    if term or trunc:
+                        break
+                del env._observe, core.call   # the wrappers live on the instances: back to the classes' methods
+                resets.append(c_reset)
+                episode_s.append(c_reset + c_steps)
+                c_all += c_reset + c_steps
+                k_all += k
+                n_steps = k
+                t = clock.t
+                parts = {"twin": t["twin"], "faults": t["tick"] - t["twin"], "alerts": t["alerts"],
+                         "tools": t["tools"], "observation": t["observation"], "recording": t["recording"],
+                         "reward": t["reward"]}
+                parts["other"] = max(c_steps - sum(parts.values()), 0.0)
+                total = sum(parts.values())
+                for key, v in parts.items():
+                    share[key] += v / total / (repeat * episodes) if total > 0 else 0.0
+            per_step.append(c_all / k_all)
+        env.close()
+        rows.append({"app": app, "steps": n_steps, "injection_s": inj, "observation_s": obs_s,
+                     "cpu_step_incl_reset_ms": statistics.median(per_step) * 1e3,
+                     "cpu_reset_ms": statistics.median(resets) * 1e3,
+                     "cpu_step_ms": statistics.median(steps) * 1e3,
+                     "cpu_episode_s": statistics.median(episode_s), "share": share})
+    return rows
+
+
+def print_rl(rows: list[dict]) -> None:
+    if not rows:
+        return
+    r0 = rows[0]
+    print(f"RL view as training runs it (RLlib factory settings: {r0['injection_s']} + {r0['observation_s']} s, "
+          "no reference run; random masked actions; CPU ms):")
+    print(f"  {'app':<16}{'steps':>6}{'/step+reset':>12}{'reset':>8}{'step':>8}{'episode':>9}  "
+          + " ".join(f"{p[:6]:>6}" for p in PARTS))
+    for r in rows:
+        sh = r["share"]
+        print(f"  {r['app']:<16}{r['steps']:6d}{r['cpu_step_incl_reset_ms']:12.2f}{r['cpu_reset_ms']:8.1f}"
+              f"{r['cpu_step_ms']:8.2f}{r['cpu_episode_s'] * 1e3:9.0f}  " + " ".join(f"{100 * sh[p]:5.1f}%" for p in PARTS))
+    print("  /step+reset: CPU per env step with each episode's reset spread over its steps (what bounds RLlib's\n"
+          "  sampling; `sremarathon train-bench` measures it under RLlib); shares are of step time")
+
+
+def _run(apps: list[str], repeat: int) -> list[dict]:
+    return rl_section(apps, repeat)
+
+
+#: the section registered in `sremarathon_env.bench.SECTIONS`
+SECTION: tuple[str, Callable[[list[str], int], list[dict]], Callable[[list[dict]], None]] = ("rl", _run, print_rl)
