@@ -26,33 +26,37 @@ TARGET_REWARD_SHARE = 0.10
 PARTS = ("twin", "faults", "alerts", "recording", "reward", "observation", "other")
 
 
-class _Timers:
-    def __init__(self) -> None:
-        self.t: dict[str, float] = {k: 0.0 for k in ("twin", "tick", "alerts", "recording", "reward", "observation")}
+class Timers:
+    """Seconds (of ``clock``) spent inside wrapped methods, summed per key in ``t``; `wrap` replaces a method
+    by a timed one on that instance (delete the instance attribute to take the class's method back)."""
+
+    def __init__(self, keys: tuple[str, ...] = ("twin", "tick", "alerts", "recording", "reward", "observation"),
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.t: dict[str, float] = {k: 0.0 for k in keys}
+        self.clock = clock
 
     def wrap(self, obj: Any, name: str, key: str) -> None:
         fn = getattr(obj, name)
-        t = self.t
+        t, clock = self.t, self.clock
 
         def timed(*a: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter()
+            t0 = clock()
             try:
                 return fn(*a, **kw)
             finally:
-                t[key] += time.perf_counter() - t0
+                t[key] += clock() - t0
 
         setattr(obj, name, timed)
 
 
-def _instrument(env: Any, timers: _Timers) -> None:
-    m = env.marathon
+def instrument_marathon(m: Any, timers: Timers) -> None:
+    """Time a marathon's twin, driver tick (twin + faults), alert rules, recording and reward replay."""
     timers.wrap(m.backend, "advance_to", "twin")
     timers.wrap(m.driver, "tick", "tick")
     timers.wrap(m.alert_engine, "evaluate_until", "alerts")
     timers.wrap(m.recorder, "append", "recording")
     timers.wrap(m.scorer, "feed", "reward")
     timers.wrap(m, "finish", "reward")   # final score(records) replay (+ sealing, a few records)
-    timers.wrap(env, "_obs", "observation")
 
 
 def env_section(apps: list[str], repeat: int = 3, injection_s: int = 3600, observation_s: int = 1800) -> list[dict]:
@@ -77,8 +81,9 @@ def env_section(apps: list[str], repeat: int = 3, injection_s: int = 3600, obser
             env.reset(seed=r)
             t_reset = time.perf_counter() - t0
             c_reset = time.process_time() - c0
-            timers = _Timers()
-            _instrument(env, timers)
+            timers = Timers()
+            instrument_marathon(env.marathon, timers)
+            timers.wrap(env, "_obs", "observation")
             t_steps = c_steps = 0.0
             k = 0
             while True:

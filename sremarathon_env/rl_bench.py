@@ -19,44 +19,15 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from typing import Callable
 
 #: episodes per repetition and app
 EPISODES = 6
 PARTS = ("twin", "faults", "alerts", "tools", "observation", "recording", "reward", "other")
 
 
-class _Clock:
-    """CPU seconds spent inside wrapped methods, per key (methods of objects an episode creates are
-    wrapped again after each reset)."""
-
-    def __init__(self) -> None:
-        self.t: dict[str, float] = {k: 0.0 for k in ("twin", "tick", "alerts", "tools", "observation", "recording",
-                                                     "reward")}
-
-    def wrap(self, obj: Any, name: str, key: str) -> None:
-        fn = getattr(obj, name)
-        t = self.t
-
-        def timed(*a: Any, **kw: Any) -> Any:
-            c0 = time.process_time()
-            try:
-                return fn(*a, **kw)
-            finally:
-                t[key] += time.process_time() - c0
-
-        setattr(obj, name, timed)
-
-
-def _instrument(core: Any, clock: _Clock) -> None:
-    m = core.marathon
-    clock.wrap(m.backend, "advance_to", "twin")
-    clock.wrap(m.driver, "tick", "tick")
-    clock.wrap(m.alert_engine, "evaluate_until", "alerts")
-    clock.wrap(m.recorder, "append", "recording")
-    clock.wrap(m.scorer, "feed", "reward")
-    clock.wrap(m, "finish", "reward")
-    clock.wrap(core, "call", "tools")
+#: what a step's time is summed under (`env_bench.Timers` keys; "tick" is the twin plus the faults)
+_KEYS = ("twin", "tick", "alerts", "tools", "observation", "recording", "reward")
 
 
 def rl_section(apps: list[str], repeat: int = 3, episodes: int = EPISODES, injection_s: int | None = None,
@@ -66,6 +37,7 @@ def rl_section(apps: list[str], repeat: int = 3, episodes: int = EPISODES, injec
 
     import sremarathon_env  # noqa: F401 - registers the ids
     from baselines.rllib_env import DEFAULT_ENV_CONFIG
+    from sremarathon_env.env_bench import Timers, instrument_marathon
     from sremarathon_env.registration import IDS
     from wrappers.gc_policy import tune_process
     from wrappers.rl import RLView
@@ -90,8 +62,9 @@ def rl_section(apps: list[str], repeat: int = 3, episodes: int = EPISODES, injec
                 c0 = time.process_time()
                 obs, _ = env.reset(seed=rep * episodes + e)
                 c_reset = time.process_time() - c0
-                clock = _Clock()
-                _instrument(core, clock)
+                clock = Timers(_KEYS, clock=time.process_time)
+                instrument_marathon(core.marathon, clock)
+                clock.wrap(core, "call", "tools")
                 clock.wrap(env, "_observe", "observation")
                 c_steps = 0.0
                 k = 0
