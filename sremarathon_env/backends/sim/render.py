@@ -28,7 +28,9 @@ def get(sim: "SimBackend", kind: str, name: str | None) -> list[dict[str, Any]]:
     if k is None:
         return [{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
                  "message": f'the server doesn\'t have a resource type "{kind}"'}]
-    items = globals()[f"_{k}"](sim)
+    fn = globals()[f"_{k}"]
+    # kinds whose renderer takes the name render only that object (the same item: rendering is per object)
+    items = fn(sim, name) if k in _BY_NAME else fn(sim)
     if name is not None:
         items = [i for i in items if i["metadata"]["name"] == name]
     return items
@@ -64,10 +66,12 @@ def _template(sim: "SimBackend", dep, rs) -> dict[str, Any]:
                                      "terminationGracePeriodSeconds": 5}}
 
 
-def _pods(sim: "SimBackend") -> list[dict[str, Any]]:
+def _pods(sim: "SimBackend", name: str | None = None) -> list[dict[str, Any]]:
     c = sim.cluster
     out = []
     for p in sorted(c.active_pods(), key=lambda p: p.name):
+        if name is not None and p.name != name:
+            continue
         svc = c.svc_names[p.svc]
         dep = c.deployments[svc]
         ready = bool(sim.pod_ready_eff[p.slot])
@@ -110,10 +114,12 @@ def _pods(sim: "SimBackend") -> list[dict[str, Any]]:
     return out
 
 
-def _deployments(sim: "SimBackend") -> list[dict[str, Any]]:
+def _deployments(sim: "SimBackend", name: str | None = None) -> list[dict[str, Any]]:
     c = sim.cluster
     out = []
     for dep in sorted(c.deployments.values(), key=lambda d: d.name):
+        if name is not None and dep.name != name:
+            continue
         live = dep.live_pods()
         avail = sum(1 for p in live if sim.pod_ready_eff[p.slot])
         conds = sim.deployment_conditions(dep)
@@ -133,10 +139,12 @@ def _deployments(sim: "SimBackend") -> list[dict[str, Any]]:
     return out
 
 
-def _replicasets(sim: "SimBackend") -> list[dict[str, Any]]:
+def _replicasets(sim: "SimBackend", name: str | None = None) -> list[dict[str, Any]]:
     out = []
     for dep in sorted(sim.cluster.deployments.values(), key=lambda d: d.name):
         for rs in dep.rss:
+            if name is not None and rs.name != name:
+                continue
             ready = sum(1 for p in rs.pods if sim.pod_ready_eff[p.slot])
             out.append({"apiVersion": "apps/v1", "kind": "ReplicaSet",
                         "metadata": _meta(sim, rs.name, rs.created_t, {"app": dep.name, "pod-template-hash": rs.hash},
@@ -201,9 +209,14 @@ def _nodes(sim: "SimBackend") -> list[dict[str, Any]]:
     return out
 
 
-def _configmaps(sim: "SimBackend") -> list[dict[str, Any]]:
-    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(sim, name, -3600.0),
-             "data": dict(sorted(vals.items()))} for name, vals in sorted(sim.config_maps.items())]
+def _configmaps(sim: "SimBackend", name: str | None = None) -> list[dict[str, Any]]:
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(sim, cm, -3600.0),
+             "data": dict(sorted(vals.items()))} for cm, vals in sorted(sim.config_maps.items())
+            if name is None or cm == name]
+
+
+#: kinds rendered for one name without rendering the others (``get``)
+_BY_NAME = frozenset(("pods", "deployments", "replicasets", "configmaps"))
 
 
 def _resourcequotas(sim: "SimBackend") -> list[dict[str, Any]]:
