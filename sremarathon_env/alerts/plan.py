@@ -33,6 +33,7 @@ reads; families only grow by appending rows). While the signature holds, a call 
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 
 import numpy as np
 
@@ -541,6 +542,7 @@ class PackPlan:
         self._excl_cols = 0  # columns the excluded rows are known to be empty up to
         self._excl_dirty = False
         self._live_cache: dict[str, tuple] = {}
+        self._sels: dict[tuple, _Selection] = {}  # per (metric name, matchers): live rows kept up to date
         self._last_labels: dict[str, list] = {}  # per node key, the label list of its last build
         self.excluded = 0  # rows left out at the last build
 
@@ -670,6 +672,97 @@ class PackPlan:
         self._live_cache[key] = (labels, vers, out[0], out[1])
         return out
 
+    def _selection(self, sel: S.Sel):
+        """A selector's (parts, labels) without its excluded rows: what ``_live`` gives for the generic
+        evaluator's selection, kept per (name, matchers) and extended by the new rows of its families.
+
+        The generic order is a stable sort by sort key of the matching rows taken family by family, row by
+        row, so the selection is the live matching rows sorted by (sort key, family index, row); new rows
+        are inserted at their place (``bisect``) and the result recorded as grown from the previous list.
+        A change of the families or of their left-out rows redoes the selection; a label set without a sort
+        key (a name or value holding ``\\x00`` or ``\\x01``), or a selector without a metric name, takes the
+        generic path."""
+        if sel.name is None:
+            return self._live(sel.key, *self.promql._select(sel, self._dummy))
+        mkey = (sel.name, tuple((m.name, m.op, m.value) for m in sel.matchers))
+        st = self._sels.get(mkey)
+        fams = self.store.families(sel.name)
+        ex = self._excl
+        ents = [ex.get(id(f)) for f in fams]
+        ents = [e if e is not None and e.fam is f and len(e.rows) else None for e, f in zip(ents, fams)]
+        ids = tuple(map(id, fams))
+        vers = tuple(-1 if e is None else e.version for e in ents)
+        if st is None or st.ids != ids:   # (st keeps its families alive: equal ids are the same families)
+            st = self._sels[mkey] = _Selection(fams, ids)
+        if st.fallback:
+            return self._live(sel.key, *self.promql._select(sel, self._dummy))
+        full = st.vers != vers
+        new = []
+        for fi, fam in enumerate(fams):
+            n = len(fam)
+            if n == st.done[fi]:
+                continue
+            info, pos = self.promql._row_info(fam, n)
+            mi = [(m, m.op == "=", pos.get(m.name, -1)) for m in sel.matchers]
+            rows, lbs, keys = st.rows[fi], st.lbs[fi], st.keys[fi]
+            a = len(rows)
+            for r in range(st.done[fi], n):
+                va, lb, k = info[r]
+                for m, eq, i in mi:
+                    v = va[i] if i >= 0 else ""
+                    if not (v == m.value if eq else m.matches(v)):
+                        break
+                else:
+                    rows.append(r)
+                    lbs.append(lb)
+                    keys.append(k)
+            st.done[fi] = n
+            if None in keys[a:]:
+                st.fallback = True
+                return self._live(sel.key, *self.promql._select(sel, self._dummy))
+            if not full:
+                e = ents[fi]
+                for j in range(a, len(rows)):
+                    r = rows[j]
+                    if e is None or r >= len(e.mask) or not e.mask[r]:
+                        new.append((keys[j], fi, r, lbs[j]))
+        if full:
+            items = []
+            for fi, e in enumerate(ents):
+                rows = st.rows[fi]
+                if e is None:
+                    live = range(len(rows))
+                else:
+                    m = e.mask
+                    live = [j for j, r in enumerate(rows) if r >= len(m) or not m[r]]
+                keys, lbs = st.keys[fi], st.lbs[fi]
+                items.extend([(keys[j], fi, rows[j], lbs[j]) for j in live])
+            items.sort()
+            st.vers = vers
+            st.set([it[:3] for it in items], [it[3] for it in items], fams)
+            return st.parts, st.labels
+        if not new:
+            return st.parts, st.labels
+        new.sort()
+        old_items, old_labels = st.items, st.labels
+        items, labels, at = [], [], []
+        prev = 0
+        for k, fi, r, lb in new:
+            it = (k, fi, r)
+            p = bisect_right(old_items, it, prev)
+            items += old_items[prev:p]
+            labels += old_labels[prev:p]
+            at.append(len(items))
+            items.append(it)
+            labels.append(lb)
+            prev = p
+        items += old_items[prev:]
+        labels += old_labels[prev:]
+        st.set(items, labels, fams)
+        # later label work (group keys, signatures, name drops...) redoes only the new rows
+        note_grown(labels, old_labels, at)
+        return st.parts, st.labels
+
     def _build(self, t_min: int = 0) -> None:
         with np.errstate(all="ignore"):
             self._build_rules(t_min)
@@ -763,14 +856,14 @@ class PackPlan:
         if isinstance(node, S.Num):
             return self._reuse((node.key,), lambda: _Const(node.val))
         if isinstance(node, S.Sel):
-            parts, labels = self._live(node.key, *self.promql._select(node, self._dummy))
+            parts, labels = self._selection(node)
             if not labels:
                 return _Empty()
             return self._reuse((node.key, id(labels)), lambda: _Sel(self, node, parts, labels))
         if isinstance(node, S.Call) and node.name in _BATCHED and isinstance(node.args[0], S.MatSel) and len(node.args) == 1:
             ms = node.args[0]
             sel = ms.sel
-            parts, labels = self._live(sel.key, *self.promql._select(sel, self._dummy))
+            parts, labels = self._selection(sel)
             if not labels:
                 return _Empty()
             out_labels = labels if node.name == "last_over_time" else drop_names(labels)
@@ -1020,6 +1113,52 @@ def _selectors(node: S.Node):
 #: least PRUNE_SHARE of the rows still in
 PRUNE_MIN = 1
 PRUNE_SHARE = 0.25
+
+
+class _Selection:
+    """One selector's matching rows per family (extended as families gain rows) and its live selection: the
+    sorted (sort key, family index, row) items, their label sets, and the parts that gather their rows."""
+
+    __slots__ = ("ids", "fams", "done", "rows", "lbs", "keys", "vers", "fallback", "items", "labels", "parts")
+
+    def __init__(self, fams: list, ids: tuple):
+        self.ids, self.fams = ids, list(fams)
+        self.done = [0] * len(fams)
+        self.rows: list[list[int]] = [[] for _ in fams]
+        self.lbs: list[list] = [[] for _ in fams]
+        self.keys: list[list] = [[] for _ in fams]
+        self.vers = None
+        self.fallback = False
+        self.items: list[tuple] = []
+        self.labels: list = []
+        self.parts: list = []
+
+    def set(self, items: list, labels: list, fams: list) -> None:
+        """The selection ``items`` (sorted) with ``labels``; parts: per family its rows in row order, and the
+        permutation from the sorted order into them (none where it is the identity)."""
+        self.items, self.labels = items, labels
+        if not items:
+            self.parts = []
+            return
+        _, fis, rws = zip(*items)
+        r = np.fromiter(rws, dtype=np.intp, count=len(rws))
+        if len(fams) == 1:
+            if len(r) < 2 or bool((r[1:] > r[:-1]).all()):
+                self.parts = [(fams[0], r)]
+                return
+            srt = np.sort(r)
+            self.parts = [("perm", np.searchsorted(srt, r), [(fams[0], srt)])]
+            return
+        f = np.fromiter(fis, dtype=np.intp, count=len(fis))
+        stride = int(r.max()) + 1
+        comb = f * stride + r
+        ident = len(comb) < 2 or bool((comb[1:] > comb[:-1]).all())
+        srt = comb if ident else np.sort(comb)
+        fs = srt // stride
+        bounds = np.searchsorted(fs, np.arange(len(fams) + 1))
+        flat = [(fams[fi], srt[bounds[fi]:bounds[fi + 1]] - fi * stride) for fi in range(len(fams))
+                if bounds[fi + 1] > bounds[fi]]
+        self.parts = flat if ident else [("perm", np.searchsorted(srt, comb), flat)]
 
 
 class _Excluded:

@@ -130,6 +130,8 @@ def test_plan_growth_redoes_label_work_for_new_rows_only_with_identical_results(
     store.write(s, s.rows([("a",), ("b",), ("c",)]), 0, np.array([1.0, 2.0, 3.0]))
     pods = ["m-5", "b-2", "q-9"]
     tick = 0
+    sel = eng.compile('m_pod{phase="Running"}')
+    ctx = eng.new_context(np.zeros(1, dtype=np.int64), 15000)
     for step in range(6):
         for pod in pods:
             svc = pod[0] if pod[0] in "abc" else "c"
@@ -141,10 +143,10 @@ def test_plan_growth_redoes_label_work_for_new_rows_only_with_identical_results(
         fresh = PackPlan(PromQLEngine(store), rules).evaluate(times)
         for e, a, b in zip(exprs, got, fresh):
             assert _present(a) == _present(b), e
+        eng._select(sel, ctx)   # the generic selection follows the store too
         # new pods sort before, between and after the existing ones
         pods = [f"{c}-{step}" for c in ("0", "b", "z")]
-    sel = eng.compile('m_pod{phase="Running"}')
-    labels = eng._select(sel, eng.new_context(np.zeros(1, dtype=np.int64), 15000))[1]
+    labels = eng._select(sel, ctx)[1]
     g = grown_from(labels)
     assert g is not None and len(g[1]) == 3 and len(labels) == len(g[0]) + 3
     assert [labels[p] for p in g[1]] == [lb for lb in labels if dict(lb)["pod"].endswith("-4")]

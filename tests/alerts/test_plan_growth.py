@@ -1,0 +1,151 @@
+"""A long-lived plan that extends itself as series come and go gives exactly what a plan built from scratch
+and the generic evaluator give.
+
+Pods come and go at random (new names sort before, between and after the old ones; some go silent and are
+left out, some come back; a second family of the same metric name gains rows too): after every call, each
+rule's result of the long-lived plan equals the result of a fresh plan on the same store and of the generic
+evaluator (every present sample, bit for bit), and each selector's incremental selection equals the generic
+selection without the left-out rows (labels, order and the rows it gathers).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from sremarathon_env.alerts import PromQLEngine
+from sremarathon_env.alerts import syntax as S
+from sremarathon_env.alerts.plan import PackPlan, _flatten, _gather, _selectors
+from sremarathon_env.alerts.values import grown_from
+from sremarathon_env.telemetry.store import MetricStore
+
+EXPRS = [
+    'm', 'm{phase="Running"}', 'm{svc=~"a|b"} > 1', 'm offset 1m',
+    'sum by (svc) (m)', 'max without (pod) (m)', 'count by (phase) (m)', 'min by (svc, phase) (m)',
+    'group without (phase, pod) (m)', 'sum(m)',
+    'label_replace(m, "s2", "x-$1", "pod", "(.)-.*")', 'sum by (s2) (label_replace(m, "s2", "$1", "pod", "(.).*"))',
+    'm * on (svc) group_left (team) info', 'info * on (svc) group_right m{phase="Running"}',
+    'm / on (pod, svc) group_left c_total', 'm{phase="Running"} - on (pod) c_total',
+    'm and on (pod) c_total', 'm unless on (pod) m{phase="Running"}', 'c_total and on (svc) (m > 2)',
+    'histogram_quantile(0.9, sum by (svc, le) (rate(h_bucket[2m])))', 'histogram_quantile(0.5, h_bucket)',
+    'sum by (svc) (increase(c_total[3m])) > 0', 'max_over_time(c_total[2m])', 'rate(c_total[1m] offset 1m)',
+    'changes(m[2m])', 'count_over_time(m{phase="Pending"}[90s])', 'last_over_time(m[1m])',
+    'max by (svc) (label_replace(rate(c_total[2m]) / on (pod) group_left m{phase="Running"}, "q", "$1", "svc", "(.*)"))',
+]
+
+
+def _present(vec) -> dict:
+    out = {}
+    for lb, v, p in zip(vec.labels, vec.v, vec.p):
+        if p.any():
+            assert lb not in out
+            out[lb] = (p.tolist(), np.where(p, v, 0.0).view(np.int64).tolist())
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        return type(a) is type(b) and str(a) == str(b)
+    return _present(a) == _present(b)
+
+
+def _pod_name(rng) -> str:
+    letters = "abcmqz0"
+    return "".join(rng.choice(list(letters), size=3)) + "-" + str(int(rng.integers(100)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_growing_plan_equals_fresh_plan_and_generic(seed):
+    rng = np.random.default_rng(seed)
+    store = MetricStore(step_s=15.0)
+    m = store.family("m", ("pod", "svc", "phase"))
+    m2 = store.family("m", ("pod", "svc"))   # same name, other label names: a two-family selection
+    c = store.family("c_total", ("pod", "svc"))
+    h = store.family("h_bucket", ("pod", "svc", "le"))
+    info = store.family("info", ("svc", "team"))
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{i}", node=eng.compile(e)) for i, e in enumerate(EXPRS)]
+    plan = PackPlan(eng, rules)
+    generic = PromQLEngine(store)
+    sels = {s.key: s for r in rules for s in _selectors(r.node)}
+    live = {}
+    counts: dict = {}
+    silent: dict = {}
+    checked = grown = 0
+    for tick in range(150):
+        # churn: new pods, pods going silent, silent pods coming back
+        for _ in range(int(rng.integers(0, 3)) if tick % 3 == 0 else 0):
+            live[_pod_name(rng)] = str(rng.choice(["a", "b", "c"]))
+        if live and rng.random() < 0.25:
+            gone = sorted(live)[int(rng.integers(len(live)))]
+            silent[gone] = live.pop(gone)
+        if silent and rng.random() < 0.04:
+            back = sorted(silent)[int(rng.integers(len(silent)))]
+            live[back] = silent.pop(back)
+        keys = sorted(live.items())
+        if keys:
+            phases = [("Running", "Pending")[int(rng.integers(2))] for _ in keys]
+            rows = m.rows([(p, s, ph) for (p, s), ph in zip(keys, phases)])
+            store.write(m, rows, tick, rng.integers(0, 5, size=len(keys)).astype(float))
+            crow = c.rows(keys)
+            for (p, _), r in zip(keys, crow):
+                counts[p] = counts.get(p, 0.0) + float(rng.integers(0, 4))
+            store.write(c, crow, tick, np.array([counts[p] for p, _ in keys]))
+            for le_i, le in enumerate(("0.1", "1", "+Inf")):
+                hr = h.rows([(p, s, le) for p, s in keys])
+                store.write(h, hr, tick, np.array([counts[p] * (le_i + 1) for p, _ in keys]))
+            if tick % 4 == 0:
+                few = keys[: int(rng.integers(0, 3))]
+                if few:
+                    store.write(m2, m2.rows(few), tick, np.ones(len(few)))
+        if tick % 10 == 0:
+            store.write(info, info.rows([("a", "x"), ("b", "y"), ("c", "z")]), tick, np.array([1.0, 2.0, 3.0]))
+        if tick % 4 != 3:
+            continue
+        times = np.arange(max(tick - 7, 0), tick + 1, dtype=np.int64) * 15000
+        got = plan.evaluate(times)
+        fresh = PackPlan(PromQLEngine(store), rules).evaluate(times)
+        for e, rule, a, b in zip(EXPRS, rules, got, fresh):
+            assert _same(a, b), (e, tick)
+            assert _same(a, generic.evaluate(rule.node, times)), (e, tick)
+        # each selector: the incremental selection is the generic one without the left-out rows
+        for sel in sels.values():
+            parts, labels = plan._selection(sel)
+            want_parts, want_labels = plan._live(sel.key, *eng._select(sel, plan._dummy))
+            assert labels == want_labels, (sel.key, tick)
+            if labels:
+                cols = slice(0, store.n_ticks)
+                a = _gather(*_flatten(parts), store.n_ticks, cols)
+                b = _gather(*_flatten(want_parts), store.n_ticks, cols)
+                assert np.array_equal(a, b, equal_nan=True), (sel.key, tick)
+            assert plan._selection(sel)[1] is labels   # nothing changed: the same list
+            g = grown_from(labels)
+            if g is not None:
+                grown += 1
+                at = set(g[1])
+                assert [lb for i, lb in enumerate(labels) if i not in at] == g[0]
+            checked += 1
+    assert checked > 100 and grown > 20 and plan.builds > 10 and plan.excluded > 0
+
+
+def test_selection_without_sort_keys_takes_the_generic_path():
+    """A label value holding the sort key's separator characters: the generic selection (sorted by label
+    sets) is used, with the same results as a fresh plan."""
+    store = MetricStore(step_s=15.0)
+    m = store.family("m", ("pod",))
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name="r", node=eng.compile("sum by (pod) (m)")),
+             SimpleNamespace(name="s", node=eng.compile("m"))]
+    plan = PackPlan(eng, rules)
+    names = ["b", "a", "a\x01z", "a\x00", "0"]
+    for tick, name in enumerate(names):
+        store.write(m, m.rows([(n,) for n in names[: tick + 1]]), tick, np.arange(tick + 1, dtype=float))
+        times = np.array([tick * 15000], dtype=np.int64)
+        got = plan.evaluate(times)
+        fresh = PackPlan(PromQLEngine(store), rules).evaluate(times)
+        assert all(_same(a, b) for a, b in zip(got, fresh)), tick
+        sel = rules[1].node
+        assert isinstance(sel, S.Sel)
+        assert plan._selection(sel)[1] == eng._select(sel, plan._dummy)[1]
