@@ -23,9 +23,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+#: rows a family's array has room for at first, and the factor it grows by: the rows past the ones in use
+#: are allocated, not initialised (never touched: no page faults, no fill; growing copies the rows in use)
+ROWS_RESERVED = 256
+ROWS_GROWTH = 4
+#: rows made ready (NaN) at a time beyond the last used one, at most (doubling from 4 up to this step)
+FILL_STEP = 64
+
+
 @dataclass
 class Family:
-    """All series of one metric name that share a label-name tuple."""
+    """All series of one metric name that share a label-name tuple. ``_data`` holds a row per series
+    (its unwritten samples NaN); rows from ``_filled`` on are spare capacity, not yet initialised
+    (never read: readers index the rows in use, ``< len(self)``)."""
 
     name: str
     label_names: tuple[str, ...]
@@ -33,9 +43,17 @@ class Family:
     _index: dict[tuple[str, ...], int] = field(default_factory=dict)
     _label_values: list[tuple[str, ...]] = field(default_factory=list)
     _data: np.ndarray = field(default=None)  # type: ignore[assignment]
+    _filled: int = 0
 
     def __post_init__(self) -> None:
-        self._data = np.full((4, self._capacity), np.nan)
+        self._data = np.empty((ROWS_RESERVED, self._capacity))
+        self._filled = 0
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles hold the rows in use (and the ready ones), not the spare capacity."""
+        state = self.__dict__.copy()
+        state["_data"] = self._data[: self._filled]
+        return state
 
     def __len__(self) -> int:
         return len(self._label_values)
@@ -49,11 +67,21 @@ class Family:
             idx = len(self._label_values)
             self._index[label_values] = idx
             self._label_values.append(label_values)
-            if idx >= self._data.shape[0]:
-                grown = np.full((self._data.shape[0] * 2, self._data.shape[1]), np.nan)
-                grown[: self._data.shape[0]] = self._data
-                self._data = grown
+            if idx >= self._filled:
+                self._fill(idx)
         return idx
+
+    def _fill(self, idx: int) -> None:
+        """Make rows up to ``idx`` (and a few beyond) NaN, growing the allocation to hold them."""
+        data = self._data
+        lo = self._filled
+        if idx >= data.shape[0]:
+            grown = np.empty((max(ROWS_GROWTH * data.shape[0], idx + 1, 4), data.shape[1]))
+            grown[:lo] = data[:lo]
+            self._data = data = grown
+        hi = min(data.shape[0], max(idx + 1, lo + min(max(lo, 4), FILL_STEP)))
+        data[lo:hi] = np.nan
+        self._filled = hi
 
     def rows(self, label_values: list[tuple[str, ...]]) -> np.ndarray:
         return np.fromiter((self.row(v) for v in label_values), dtype=np.intp, count=len(label_values))
@@ -71,8 +99,10 @@ class Family:
         return self._data[: len(self._label_values), :n_ticks]
 
     def _grow_time(self, capacity: int) -> None:
-        grown = np.full((self._data.shape[0], capacity), np.nan)
-        grown[:, : self._data.shape[1]] = self._data
+        grown = np.empty((self._data.shape[0], capacity))
+        n = self._filled
+        grown[:n, : self._data.shape[1]] = self._data[:n]
+        grown[:n, self._data.shape[1]:] = np.nan
         self._data = grown
         self._capacity = capacity
 

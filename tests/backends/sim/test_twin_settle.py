@@ -86,7 +86,7 @@ def test_a_series_first_counted_in_a_later_run_starts_at_that_run():
     b.writer.write_traffic(k0 + 2, 3, 15.0, window(out, 2, 5), uh[2])
     fa, fb = a.writer.req, b.writer.req
     assert fa._label_values == fb._label_values
-    assert np.array_equal(fa._data[:, : k0 + 5], fb._data[:, : k0 + 5], equal_nan=True)
+    assert np.array_equal(fa.values(k0 + 5), fb.values(k0 + 5), equal_nan=True)
     assert w.req_on[i, 1] and not w.req_on[i, 2]   # UH reached 0.54 in the second run, UF stayed at 0.36
     uh_row = w.req_rows[list(w.req_flat).index(i * w.req_on.shape[1] + 1)]
     got = fa._data[uh_row, k0:k0 + 5]
