@@ -269,11 +269,26 @@ class AppSpec(_Strict):
 
     def upstream_closure(self, name: str) -> list[str]:
         """Services whose requests can be affected by ``name`` (itself and every transitive caller)."""
-        return self._closure(name, self.callers)
+        return list(self._closure_of(name, "up"))
 
     def downstream_closure(self, name: str) -> list[str]:
         """``name`` and every service it calls, transitively."""
-        return self._closure(name, self.callees)
+        return list(self._closure_of(name, "down"))
+
+    def _closure_of(self, name: str, way: str) -> tuple[str, ...]:
+        """A closure, walked once per spec, name and direction (the spec is frozen; every intervention's scope
+        check asks for its services' closures). Kept outside the model, so that equality stays the fields'."""
+        ent = _CLOSURES.get(id(self))
+        if ent is None or ent[0] is not self:
+            if len(_CLOSURES) >= CLOSURE_SPECS_MAX:
+                _CLOSURES.clear()
+            ent = _CLOSURES[id(self)] = (self, {})
+        memo = ent[1]
+        key = (name, way)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = tuple(self._closure(name, self.callers if way == "up" else self.callees))
+        return hit
 
     @staticmethod
     def _closure(name: str, step) -> list[str]:
@@ -288,6 +303,11 @@ class AppSpec(_Strict):
                         nxt.append(c)
             frontier = nxt
         return seen
+
+
+#: id(spec) -> (spec, {(service, "up"|"down"): closure}); the spec is kept so that its id stays its own
+_CLOSURES: dict[int, tuple[AppSpec, dict[tuple[str, str], tuple[str, ...]]]] = {}
+CLOSURE_SPECS_MAX = 64  #: specs whose closures are kept before the memo starts again
 
 
 Call.model_rebuild()

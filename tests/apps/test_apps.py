@@ -179,3 +179,27 @@ def test_user_defined_app_file_loads(tmp_path: Path):
         load_app(str(bad))
     with pytest.raises(KeyError):
         load_app("no-such-app")
+
+
+def test_closures_are_walked_once_and_equal_the_walk():
+    import apps.spec as spec_mod
+    from apps import DATA_DIR, load_app_file
+
+    for name in ("online-boutique", "train-ticket", "astronomy-shop"):
+        app = load_app_file(DATA_DIR / f"{name}.yaml")
+        fresh = load_app_file(DATA_DIR / f"{name}.yaml")
+        for s in app.service_names:
+            up, down = app.upstream_closure(s), app.downstream_closure(s)
+            assert up == app._closure(s, app.callers) and down == app._closure(s, app.callees)
+            up.append("mutated by a caller")
+            assert app.upstream_closure(s) == app._closure(s, app.callers)   # callers get their own lists
+        assert app == fresh   # the memo is not part of the model
+    monkey = spec_mod.CLOSURE_SPECS_MAX
+    try:
+        spec_mod.CLOSURE_SPECS_MAX = 2
+        specs = [load_app_file(DATA_DIR / "online-boutique.yaml") for _ in range(5)]
+        for sp in specs:
+            assert sp.downstream_closure("frontend")[0] == "frontend"
+            assert len(spec_mod._CLOSURES) <= 2
+    finally:
+        spec_mod.CLOSURE_SPECS_MAX = monkey
