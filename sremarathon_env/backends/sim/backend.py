@@ -1486,7 +1486,7 @@ class SimBackend:
 
     def quota_used(self) -> dict[str, float]:
         c = self.cluster
-        slots = np.array([p.slot for p in c.active_pods()], dtype=np.intp)
+        slots = c.active_slots()
         return {"pods": float(len(slots)),
                 "requests.cpu": _nansum(c.p_cpu_req[slots]),
                 "requests.memory": _nansum(c.p_mem_req[slots]) * 2**20,

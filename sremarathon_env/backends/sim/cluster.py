@@ -188,6 +188,7 @@ class Cluster:
         self.touched: set[str] = set()         # Deployments the controller passed over since then
         self.layout_version = 0            # bumps when pods are created or deleted
         self._active: tuple[int, list] = (-1, [])   # active_pods() of a layout version
+        self._active_slots: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.intp))   # active_slots() of one
         self._quota_use: tuple[int, int, float] = (-1, 0, 0.0)   # _quota_used() of a layout version
         self._zones: tuple[list, np.ndarray] | None = None
         self.events: list[list] = []       # [first_t, last_t, count, type, reason, kind, name, message, component]
@@ -280,6 +281,15 @@ class Cluster:
             hit = self._active = (self.layout_version,
                                   [p for dep in self.deployments.values() for rs in dep.rss for p in rs.pods])
         return list(hit[1])
+
+    def active_slots(self) -> np.ndarray:
+        """The slots of `active_pods`, in that order (kept per layout version; read-only)."""
+        hit = self._active_slots
+        if hit[0] != self.layout_version:
+            slots = np.array([p.slot for p in self.active_pods()], dtype=np.intp)
+            slots.flags.writeable = False
+            hit = self._active_slots = (self.layout_version, slots)
+        return hit[1]
 
     def _grow(self) -> None:
         n = len(self.p_svc) * 2
@@ -383,11 +393,18 @@ class Cluster:
         pref_zone = next((n.zone for n in self.nodes if n.name == spec.node), None)
         zone_names = zones[0]
         zone_of = zones[1][nodes_of]
-        # requests with unset ones as 0 (what nansum sums), summed per node as nansum does
-        cpu_req = self.p_cpu_req[:n_all]
-        cpu_req = np.where(np.isnan(cpu_req), 0.0, cpu_req)
-        mem_req = self.p_mem_req[:n_all]
-        mem_req = np.where(np.isnan(mem_req), 0.0, mem_req)
+        # the counted pods grouped by node, in slot order within a node (what a mask per node selects)
+        slots = np.flatnonzero(act)
+        by_node = nodes_of[slots]
+        order = np.argsort(by_node, kind="stable")
+        slots = slots[order]
+        bounds = np.searchsorted(by_node[order], np.arange(len(self.nodes) + 1)).tolist()
+        # requests with unset ones as 0 (what nansum sums), summed per node as nansum does (np.sum of
+        # each node's contiguous run: the same elements in the same order)
+        cpu_req = self.p_cpu_req[slots]
+        cpu_req[np.isnan(cpu_req)] = 0.0
+        mem_req = self.p_mem_req[slots]
+        mem_req[np.isnan(mem_req)] = 0.0
         # same-revision pods per node and per zone (integer counts)
         same_node = np.bincount(nodes_of[mine], minlength=len(self.nodes)).tolist()
         same_zone = np.bincount(zone_of[mine], minlength=len(zone_names)).tolist()
@@ -395,9 +412,9 @@ class Cluster:
         for n in self.nodes:
             if not n.ready or n.cordoned:
                 continue
-            on = act & (nodes_of == n.index)
-            used_cpu = float(np.sum(cpu_req[on]))
-            used_mem = float(np.sum(mem_req[on]))
+            a, b = bounds[n.index], bounds[n.index + 1]
+            used_cpu = float(cpu_req[a:b].sum())
+            used_mem = float(mem_req[a:b].sum())
             if used_cpu + need_cpu > n.cpu_m / 1000.0 or used_mem + need_mem > n.mem_mi:
                 continue
             same = same_node[n.index]
@@ -659,9 +676,13 @@ class Cluster:
         """(active pods, their summed CPU requests) of this layout version (requests are fixed per slot)."""
         hit = self._quota_use
         if hit[0] != self.layout_version:
-            pods = self.active_pods()
-            used_cpu = float(np.nansum(self.p_cpu_req[[p.slot for p in pods]])) if pods else 0.0
-            hit = self._quota_use = (self.layout_version, len(pods), used_cpu)
+            slots = self.active_slots()
+            used_cpu = 0.0
+            if len(slots):   # np.nansum: NaN set to 0, then the sum
+                req = self.p_cpu_req[slots]
+                req[np.isnan(req)] = 0.0
+                used_cpu = float(req.sum())
+            hit = self._quota_use = (self.layout_version, len(slots), used_cpu)
         return hit[1], hit[2]
 
     def _quota_block(self, rs: ReplicaSet) -> str:

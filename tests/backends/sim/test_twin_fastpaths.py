@@ -1,0 +1,109 @@
+"""The twin's fast paths give what their plain definitions give, at every call of a run with pod churn,
+OOM kills, drains, node loss and rescheduling: the scheduler's node choice (per-node request sums from the
+pods grouped by node), the quota's use (active slots kept per layout version, nansum in place)."""
+
+import numpy as np
+import pytest
+
+from faults.effects import Effect
+from sremarathon_env.backends.sim import SimBackend
+from sremarathon_env.backends.sim.cluster import Cluster
+
+from tests.backends.sim.test_twin_caches import _drive
+
+
+def _pick_node_plain(c: Cluster, pod) -> int | None:
+    """The scheduler's choice as first written: a mask and two sums per node."""
+    spec = c.app.services[pod.svc]
+    res = pod.rs.template["resources"]
+    need_cpu = (res.get("cpu_request_m") or res.get("cpu_limit_m") or 0) / 1000.0
+    need_mem = float(res.get("mem_request_mi") or res.get("mem_limit_mi") or 0)
+    n_all = len(c.pods)
+    act = c.p_active[:n_all] & c.p_bound[:n_all]
+    if pod.slot < n_all:
+        act[pod.slot] = False
+    nodes_of = c.p_node[:n_all]
+    mine = act & (c.p_rs[:n_all] == pod.rs.id)
+    names = sorted({n.zone for n in c.nodes})
+    zone_of = np.array([names.index(n.zone) for n in c.nodes], dtype=np.intp)[nodes_of]
+    pref_zone = next((n.zone for n in c.nodes if n.name == spec.node), None)
+    cpu_req = np.where(np.isnan(c.p_cpu_req[:n_all]), 0.0, c.p_cpu_req[:n_all])
+    mem_req = np.where(np.isnan(c.p_mem_req[:n_all]), 0.0, c.p_mem_req[:n_all])
+    same_node = np.bincount(nodes_of[mine], minlength=len(c.nodes)).tolist()
+    same_zone = np.bincount(zone_of[mine], minlength=len(names)).tolist()
+    best = None
+    for n in c.nodes:
+        if not n.ready or n.cordoned:
+            continue
+        on = act & (nodes_of == n.index)
+        used_cpu = float(np.sum(cpu_req[on]))
+        used_mem = float(np.sum(mem_req[on]))
+        if used_cpu + need_cpu > n.cpu_m / 1000.0 or used_mem + need_mem > n.mem_mi:
+            continue
+        score = (same_node[n.index], 0 if n.name == spec.node else 1, same_zone[names.index(n.zone)],
+                 0 if n.zone == pref_zone else 1, used_cpu / (n.cpu_m / 1000.0), n.index)
+        if best is None or score < best[0]:
+            best = (score, n.index)
+    return None if best is None else best[1]
+
+
+@pytest.fixture
+def compared(monkeypatch):
+    """Every call of the fast paths during a test is checked against the plain definitions."""
+    calls = {"pick": 0, "quota": 0, "quota_used": 0}
+    pick, quota, quota_used = Cluster._pick_node, Cluster._quota_used, SimBackend.quota_used
+
+    def pick_checked(self, pod):
+        got = pick(self, pod)
+        assert got == _pick_node_plain(self, pod)
+        # and for every other active pod, as if it were placed now
+        for p in self.active_pods()[:8]:
+            assert pick(self, p) == _pick_node_plain(self, p)
+        calls["pick"] += 1
+        return got
+
+    def quota_checked(self):
+        got = quota(self)
+        pods = self.active_pods()
+        assert self.active_slots().tolist() == [p.slot for p in pods]
+        want = float(np.nansum(self.p_cpu_req[[p.slot for p in pods]])) if pods else 0.0
+        assert got == (len(pods), want)
+        calls["quota"] += 1
+        return got
+
+    def quota_used_checked(self):
+        got = quota_used(self)
+        c = self.cluster
+        slots = [p.slot for p in c.active_pods()]
+        want = {"pods": float(len(slots)),
+                "requests.cpu": float(np.nansum(c.p_cpu_req[slots])),
+                "requests.memory": float(np.nansum(c.p_mem_req[slots])) * 2**20,
+                "limits.cpu": float(np.nansum(c.p_cpu_lim[slots])),
+                "limits.memory": float(np.nansum(c.p_mem_lim[slots])) * 2**20}
+        assert got == want
+        calls["quota_used"] += 1
+        return got
+
+    monkeypatch.setattr(Cluster, "_pick_node", pick_checked)
+    monkeypatch.setattr(Cluster, "_quota_used", quota_checked)
+    monkeypatch.setattr(SimBackend, "quota_used", quota_used_checked)
+    return calls
+
+
+@pytest.mark.parametrize("metrics", [True, False])
+def test_fast_paths_through_churn_and_drains(compared, metrics):
+    _drive(SimBackend("online-boutique", seed=3, metrics=metrics))
+    assert compared["pick"] > 20 and compared["quota"] > 20 and (compared["quota_used"] > 2 or not metrics)
+
+
+def test_fast_paths_through_node_loss(compared):
+    sim = SimBackend("astronomy-shop", seed=1)
+    sim.advance_to(60)
+    node = sim.cluster.nodes[sim.cluster.pods[0].node].name
+    h = sim.apply_effect(Effect(kind="node_down", node=node))
+    sim.scale("frontend", 5)
+    sim.advance_to(600)                      # evicted after 300 s, rescheduled elsewhere
+    sim.remove_effect(h)
+    sim.restart("cart")
+    sim.advance_to(900)
+    assert compared["pick"] > 5 and compared["quota"] > 5 and compared["quota_used"] > 1
