@@ -33,7 +33,8 @@ reads; families only grow by appending rows). While the signature holds, a call 
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from itertools import compress
 
 import numpy as np
 
@@ -42,7 +43,8 @@ from .engine import PromQLEngine, _bucket_quantile, _Ctx
 from .limits import QueryError
 from .rangefuncs import RANGE_FUNCS
 from .tape import CODES, KernelSpec, Tape, window_kernel
-from .values import _NONE, Scal, Vec, Win, dedupe, drop_names, grown_from, has_dup, memo, memo_get, note_grown
+from .values import (_NONE, Scal, Vec, Win, dedupe, drop_names, edited_from, grown_from, has_dup, memo, memo_get,
+                     note_grown)
 from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _groups, _pairs, _sig_index, _sigs
 
 #: range functions evaluated in batches (row-independent, no scalar parameter)
@@ -543,6 +545,7 @@ class PackPlan:
         self._excl_dirty = False
         self._live_cache: dict[str, tuple] = {}
         self._sels: dict[tuple, _Selection] = {}  # per (metric name, matchers): live rows kept up to date
+        self._sel_keys: dict[str, tuple] = {}  # selector key -> (metric name, matchers)
         self._last_labels: dict[str, list] = {}  # per node key, the label list of its last build
         self.excluded = 0  # rows left out at the last build
 
@@ -674,29 +677,33 @@ class PackPlan:
 
     def _selection(self, sel: S.Sel):
         """A selector's (parts, labels) without its excluded rows: what ``_live`` gives for the generic
-        evaluator's selection, kept per (name, matchers) and extended by the new rows of its families.
+        evaluator's selection, kept per (name, matchers) and brought up to date at each build.
 
         The generic order is a stable sort by sort key of the matching rows taken family by family, row by
-        row, so the selection is the live matching rows sorted by (sort key, family index, row); new rows
-        are inserted at their place (``bisect``) and the result recorded as grown from the previous list.
-        A change of the families or of their left-out rows redoes the selection; a label set without a sort
-        key (a name or value holding ``\\x00`` or ``\\x01``), or a selector without a metric name, takes the
-        generic path."""
+        row, so the selection is the live matching rows sorted by (sort key, family index, row). New rows
+        (and rows taken back from the left-out ones) are inserted at their place (``bisect``); rows newly
+        left out are dropped from the list, which is recorded as made from the previous one (``note_grown``:
+        later label work redoes the new rows only). A change of the families redoes the selection; a label set
+        without a sort key (a name or value holding ``\\x00`` or ``\\x01``), or a selector without a metric
+        name, takes the generic path."""
         if sel.name is None:
             return self._live(sel.key, *self.promql._select(sel, self._dummy))
-        mkey = (sel.name, tuple((m.name, m.op, m.value) for m in sel.matchers))
+        mkey = self._sel_keys.get(sel.key)
+        if mkey is None:
+            mkey = self._sel_keys[sel.key] = (sel.name, tuple((m.name, m.op, m.value) for m in sel.matchers))
         st = self._sels.get(mkey)
         fams = self.store.families(sel.name)
         ex = self._excl
-        ents = [ex.get(id(f)) for f in fams]
-        ents = [e if e is not None and e.fam is f and len(e.rows) else None for e, f in zip(ents, fams)]
         ids = tuple(map(id, fams))
-        vers = tuple(-1 if e is None else e.version for e in ents)
         if st is None or st.ids != ids:   # (st keeps its families alive: equal ids are the same families)
             st = self._sels[mkey] = _Selection(fams, ids)
         if st.fallback:
             return self._live(sel.key, *self.promql._select(sel, self._dummy))
-        full = st.vers != vers
+        # the rows left out of each family now, as (rows, mask) (None: none)
+        excl = []
+        for f in fams:
+            e = ex.get(id(f))
+            excl.append((e.rows, e.mask) if e is not None and e.fam is f and len(e.rows) else None)
         new = []
         for fi, fam in enumerate(fams):
             n = len(fam)
@@ -720,31 +727,54 @@ class PackPlan:
             if None in keys[a:]:
                 st.fallback = True
                 return self._live(sel.key, *self.promql._select(sel, self._dummy))
-            if not full:
-                e = ents[fi]
-                for j in range(a, len(rows)):
-                    r = rows[j]
-                    if e is None or r >= len(e.mask) or not e.mask[r]:
-                        new.append((keys[j], fi, r, lbs[j]))
-        if full:
-            items = []
-            for fi, e in enumerate(ents):
-                rows = st.rows[fi]
-                if e is None:
-                    live = range(len(rows))
-                else:
-                    m = e.mask
-                    live = [j for j, r in enumerate(rows) if r >= len(m) or not m[r]]
-                keys, lbs = st.keys[fi], st.lbs[fi]
-                items.extend([(keys[j], fi, rows[j], lbs[j]) for j in live])
-            items.sort()
-            st.vers = vers
-            st.set([it[:3] for it in items], [it[3] for it in items], fams)
+            if a < len(rows):
+                x = excl[fi]
+                cut = set(x[0][x[0] >= rows[a]].tolist()) if x is not None and x[0][-1] >= rows[a] else ()
+                new.extend([(keys[j], fi, rows[j], lbs[j]) for j in range(a, len(rows)) if rows[j] not in cut])
+        if st.items is None:
+            # the first selection: every matching row is new (the live ones are in ``new``), sorted
+            new.sort()
+            st.excl = excl
+            st.set([it[:3] for it in new], [it[3] for it in new], fams)
             return st.parts, st.labels
+        old_items, old_labels = st.items, st.labels
+        keep = None   # which items of the previous selection stay (None: all)
+        if any(x is not y and (x is None or y is None or x[0] is not y[0]) for x, y in zip(excl, st.excl)):
+            # left-out rows changed: drop the newly left-out rows, take the rows taken back as new ones
+            drop = None
+            for fi, (x, y) in enumerate(zip(excl, st.excl)):
+                if x is y or (x is not None and y is not None and x[0] is y[0]):
+                    continue
+                if x is not None and len(old_items):
+                    d = _in_mask(x[1], st.r_arr)
+                    if y is not None:
+                        d &= ~_in_mask(y[1], st.r_arr)
+                    if len(fams) > 1:
+                        d &= st.f_arr == fi
+                    drop = d if drop is None else drop | d
+                if y is None:
+                    continue
+                back = y[0] if x is None else y[0][~_in_mask(x[1], y[0])]
+                if len(back):
+                    rows, keys, lbs = st.rows[fi], st.keys[fi], st.lbs[fi]
+                    lim = st.done_sel[fi]
+                    for r in back.tolist():
+                        j = bisect_left(rows, r, 0, lim)
+                        if j < lim and rows[j] == r:
+                            new.append((keys[j], fi, r, lbs[j]))
+            st.excl = excl
+            if drop is not None and drop.any():
+                keep = (~drop).tolist()
+                old_items = list(compress(old_items, keep))
+                old_labels = list(compress(old_labels, keep))
+        st.done_sel = [len(r) for r in st.rows]
         if not new:
+            if keep is not None:
+                prev_labels = st.labels
+                st.set(old_items, old_labels, fams)
+                note_grown(old_labels, prev_labels, [], keep)
             return st.parts, st.labels
         new.sort()
-        old_items, old_labels = st.items, st.labels
         items, labels, at = [], [], []
         prev = 0
         for k, fi, r, lb in new:
@@ -758,9 +788,10 @@ class PackPlan:
             prev = p
         items += old_items[prev:]
         labels += old_labels[prev:]
+        prev_labels = st.labels
         st.set(items, labels, fams)
         # later label work (group keys, signatures, name drops...) redoes only the new rows
-        note_grown(labels, old_labels, at)
+        note_grown(labels, prev_labels, at, keep)
         return st.parts, st.labels
 
     def _build(self, t_min: int = 0) -> None:
@@ -974,14 +1005,15 @@ class PackPlan:
                 got = [rows[lb] for lb in sets]
             return got
 
-        g = grown_from(labels)
+        g = edited_from(labels)
         if g is not None:
-            prev = memo_get(tag, (g[0],))
-            if prev is not _NONE and len(prev) == len(g[0]):
-                out = list(prev)
-                for p, o in zip(g[1], lookup([labels[p] for p in g[1]])):
+            old, pos, keep = g
+            prev = memo_get(tag, (old,))
+            if prev is not _NONE and len(prev) == len(old):
+                out = list(prev) if keep is None else list(compress(prev, keep))
+                for p, o in zip(pos, lookup([labels[p] for p in pos])):
                     out.insert(p, o)
-                note_grown(out, prev, g[1])
+                note_grown(out, prev, pos, keep)
                 return out
         return lookup(labels)
 
@@ -1115,41 +1147,51 @@ PRUNE_MIN = 1
 PRUNE_SHARE = 0.25
 
 
+def _in_mask(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` is set in ``mask`` (rows past its end are not)."""
+    if not len(mask):
+        return np.zeros(len(rows), bool)
+    return mask[np.minimum(rows, len(mask) - 1)] & (rows < len(mask))
+
+
 class _Selection:
     """One selector's matching rows per family (extended as families gain rows) and its live selection: the
-    sorted (sort key, family index, row) items, their label sets, and the parts that gather their rows."""
+    sorted (sort key, family index, row) items, their label sets, the parts that gather their rows, and the
+    left-out rows of each family it was made for."""
 
-    __slots__ = ("ids", "fams", "done", "rows", "lbs", "keys", "vers", "fallback", "items", "labels", "parts")
+    __slots__ = ("ids", "fams", "done", "done_sel", "rows", "lbs", "keys", "excl", "fallback", "items", "labels",
+                 "parts", "f_arr", "r_arr")
 
     def __init__(self, fams: list, ids: tuple):
         self.ids, self.fams = ids, list(fams)
-        self.done = [0] * len(fams)
+        self.done = [0] * len(fams)          # rows of each family matched so far
+        self.done_sel = [0] * len(fams)      # matching rows of each family the selection has seen
         self.rows: list[list[int]] = [[] for _ in fams]
         self.lbs: list[list] = [[] for _ in fams]
         self.keys: list[list] = [[] for _ in fams]
-        self.vers = None
+        self.excl: list = [None] * len(fams)
         self.fallback = False
-        self.items: list[tuple] = []
+        self.items: list[tuple] | None = None
         self.labels: list = []
         self.parts: list = []
 
     def set(self, items: list, labels: list, fams: list) -> None:
-        """The selection ``items`` (sorted) with ``labels``; parts: per family its rows in row order, and the
-        permutation from the sorted order into them (none where it is the identity)."""
+        """The selection ``items`` (sorted) with ``labels``. Parts: one family's rows in the selection's order
+        (a gather needs no permutation), or per family its rows in row order and the permutation from the
+        selection's order into them."""
         self.items, self.labels = items, labels
+        self.done_sel = [len(r) for r in self.rows]
         if not items:
             self.parts = []
+            self.f_arr = self.r_arr = np.zeros(0, dtype=np.intp)
             return
         _, fis, rws = zip(*items)
-        r = np.fromiter(rws, dtype=np.intp, count=len(rws))
+        r = self.r_arr = np.fromiter(rws, dtype=np.intp, count=len(rws))
         if len(fams) == 1:
-            if len(r) < 2 or bool((r[1:] > r[:-1]).all()):
-                self.parts = [(fams[0], r)]
-                return
-            srt = np.sort(r)
-            self.parts = [("perm", np.searchsorted(srt, r), [(fams[0], srt)])]
+            self.f_arr = np.zeros(len(r), dtype=np.intp)
+            self.parts = [(fams[0], r)]
             return
-        f = np.fromiter(fis, dtype=np.intp, count=len(fis))
+        f = self.f_arr = np.fromiter(fis, dtype=np.intp, count=len(fis))
         stride = int(r.max()) + 1
         comb = f * stride + r
         ident = len(comb) < 2 or bool((comb[1:] > comb[:-1]).all())

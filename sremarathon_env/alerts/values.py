@@ -13,6 +13,7 @@ index range that its window covers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress
 
 import numpy as np
 
@@ -123,53 +124,66 @@ def memo_get(tag: tuple, inputs: tuple[list, ...]):
     return _NONE if hit is None else hit[1]
 
 
-#: label lists made from an earlier list by inserting items (a selector whose family gained series):
-#: id -> (the list, the earlier list, ascending positions of the inserted items in the list)
+#: label lists made from an earlier list by removing and inserting items (a selector whose family gained
+#: series, or lost rows left out): id -> (the list, the earlier list, ascending positions of the inserted
+#: items in the list, which items of the earlier list were kept (None: all))
 _GROWN: dict[int, tuple] = {}
 #: records kept before they are all dropped (a record keeps two label lists alive; losing one only costs a
 #: full redo of the label work of the next growth)
 GROWN_MAX = 2000
 
 
-def note_grown(new: list, old: list, pos: list[int]) -> None:
-    """Record that ``new`` is ``old`` with items inserted at positions ``pos`` (ascending) of ``new``."""
+def note_grown(new: list, old: list, pos: list[int], keep: list[bool] | None = None) -> None:
+    """Record that ``new`` is ``old`` with items inserted at positions ``pos`` (ascending) of ``new``; with
+    ``keep`` (one flag per item of ``old``), the items of ``old`` whose flag is False were removed first."""
     if len(_GROWN) > GROWN_MAX:
         _GROWN.clear()
     hit = _GROWN.get(id(old))
     if hit is not None and hit[0] is old:
         del _GROWN[id(old)]  # no chains of earlier lists kept alive
-    _GROWN[id(new)] = (new, old, pos)
+    _GROWN[id(new)] = (new, old, pos, keep)
 
 
 def grown_from(labels: list) -> tuple[list, list[int]] | None:
-    """(earlier list, inserted positions) where ``labels`` was recorded as grown from an earlier list."""
+    """(earlier list, inserted positions) where ``labels`` was recorded as grown from an earlier list (items
+    inserted only)."""
+    hit = _GROWN.get(id(labels))
+    if hit is not None and hit[0] is labels and hit[3] is None:
+        return hit[1], hit[2]
+    return None
+
+
+def edited_from(labels: list) -> tuple[list, list[int], list[bool] | None] | None:
+    """(earlier list, inserted positions, kept items of the earlier list or None) where ``labels`` was recorded
+    as made from an earlier list (see ``note_grown``)."""
     hit = _GROWN.get(id(labels))
     if hit is not None and hit[0] is labels:
-        return hit[1], hit[2]
+        return hit[1], hit[2], hit[3]
     return None
 
 
 def map_labels(memo_tag: tuple, tag: tuple, labels: list, fn) -> list:
     """``[fn(lb) for lb in labels]`` through the per-label-set cache ``tag``.
 
-    Where ``labels`` grew from an earlier list whose result ``memo_tag`` holds, that result is
-    copied and only the inserted items are looked up (no hashing of the unchanged label sets); the
-    result is then recorded as grown from the earlier result, so the next elementwise step can do
-    the same.
+    Where ``labels`` was made from an earlier list whose result ``memo_tag`` holds (items removed and
+    inserted), that result is edited alike and only the inserted items are looked up (no hashing of the
+    unchanged label sets); the result is then recorded as made from the earlier result, so the next
+    elementwise step can do the same.
     """
     cache = per_label_set(tag)
-    g = grown_from(labels)
+    g = edited_from(labels)
     if g is not None:
-        prev = memo_get(memo_tag, (g[0],))
-        if prev is not _NONE and len(prev) == len(g[0]):
-            out = list(prev)
-            for p in g[1]:
+        old, pos, keep = g
+        prev = memo_get(memo_tag, (old,))
+        if prev is not _NONE and len(prev) == len(old):
+            out = list(prev) if keep is None else list(compress(prev, keep))
+            for p in pos:
                 lb = labels[p]
                 v = cache.get(lb)
                 if v is None:
                     v = cache[lb] = fn(lb)
                 out.insert(p, v)
-            note_grown(out, prev, g[1])
+            note_grown(out, prev, pos, keep)
             return out
     out = list(map(cache.get, labels))
     if None in out:
@@ -180,14 +194,17 @@ def map_labels(memo_tag: tuple, tag: tuple, labels: list, fn) -> list:
 
 
 def has_dup(labels: list) -> bool:
-    """Whether a label set occurs twice; a list grown from one without duplicates checks only its new items."""
+    """Whether a label set occurs twice; a list made from one without duplicates checks only its new items."""
     def build():
-        g = grown_from(labels)
+        g = edited_from(labels)
         if g is not None:
-            seen = memo_get(("labelset",), (g[0],))
+            old, pos, keep = g
+            seen = memo_get(("labelset",), (old,))
             if seen is not _NONE and seen is not None:
                 seen = set(seen)
-                for p in g[1]:
+                if keep is not None:   # (the earlier list had no duplicates: a removed item leaves the set)
+                    seen.difference_update(compress(old, [not k for k in keep]))
+                for p in pos:
                     lb = labels[p]
                     if lb in seen:
                         memo(("labelset",), (labels,), lambda: None)

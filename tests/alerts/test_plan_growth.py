@@ -5,7 +5,8 @@ Pods come and go at random (new names sort before, between and after the old one
 left out, some come back; a second family of the same metric name gains rows too): after every call, each
 rule's result of the long-lived plan equals the result of a fresh plan on the same store and of the generic
 evaluator (every present sample, bit for bit), and each selector's incremental selection equals the generic
-selection without the left-out rows (labels, order and the rows it gathers).
+selection without the left-out rows (labels, order and the rows it gathers) and its record of how it was made
+from the previous one (removed and inserted items) is exact.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from sremarathon_env.alerts import PromQLEngine
 from sremarathon_env.alerts import syntax as S
 from sremarathon_env.alerts.plan import PackPlan, _flatten, _gather, _selectors
-from sremarathon_env.alerts.values import grown_from
+from sremarathon_env.alerts.values import edited_from
 from sremarathon_env.telemetry.store import MetricStore
 
 EXPRS = [
@@ -73,7 +74,7 @@ def test_growing_plan_equals_fresh_plan_and_generic(seed):
     live = {}
     counts: dict = {}
     silent: dict = {}
-    checked = grown = 0
+    checked = grown = edited = 0
     for tick in range(150):
         # churn: new pods, pods going silent, silent pods coming back
         for _ in range(int(rng.integers(0, 3)) if tick % 3 == 0 else 0):
@@ -121,13 +122,18 @@ def test_growing_plan_equals_fresh_plan_and_generic(seed):
                 b = _gather(*_flatten(want_parts), store.n_ticks, cols)
                 assert np.array_equal(a, b, equal_nan=True), (sel.key, tick)
             assert plan._selection(sel)[1] is labels   # nothing changed: the same list
-            g = grown_from(labels)
-            if g is not None:
+            g = edited_from(labels)
+            if g is not None:   # the list is the earlier one less the removed items, with the new ones inserted
+                old, pos, keep = g
                 grown += 1
-                at = set(g[1])
-                assert [lb for i, lb in enumerate(labels) if i not in at] == g[0]
+                edited += keep is not None
+                kept = list(old) if keep is None else [lb for lb, k in zip(old, keep) if k]
+                assert len(keep or old) == len(old)
+                for p in pos:
+                    kept.insert(p, labels[p])
+                assert kept == labels
             checked += 1
-    assert checked > 100 and grown > 20 and plan.builds > 10 and plan.excluded > 0
+    assert checked > 100 and grown > 20 and edited > 3 and plan.builds > 10 and plan.excluded > 0
 
 
 def test_selection_without_sort_keys_takes_the_generic_path():
@@ -149,3 +155,42 @@ def test_selection_without_sort_keys_takes_the_generic_path():
         sel = rules[1].node
         assert isinstance(sel, S.Sel)
         assert plan._selection(sel)[1] == eng._select(sel, plan._dummy)[1]
+
+
+def test_label_work_follows_edited_lists():
+    """map_labels and has_dup on a list recorded as made from an earlier one (items removed, then inserted)
+    equal their definitions, and so do the results derived from them in turn."""
+    from sremarathon_env.alerts.values import has_dup, map_labels, memo, note_grown
+
+    rng = np.random.default_rng(5)
+
+    def fn(lb):
+        return tuple(x for x in lb if x[0] != "b")
+
+    labels = [(("a", str(i)), ("b", str(i % 3))) for i in range(20)]
+    tag = ("test-edit", int(rng.integers(1 << 30)))
+    memo(tag, (labels,), lambda: map_labels(tag, ("test-edit-fn",), labels, fn))
+    assert not has_dup(labels)
+    for step in range(60):
+        keep = (rng.random(len(labels)) > 0.2).tolist() if rng.random() < 0.6 else None
+        kept = list(labels) if keep is None else [lb for lb, k in zip(labels, keep) if k]
+        n_new = int(rng.integers(0, 4))
+        pos = sorted(rng.choice(len(kept) + n_new, size=n_new, replace=False).tolist()) if n_new else []
+        new = list(kept)
+        removed = [lb for lb in labels if lb not in kept]
+        for j, p in enumerate(pos):
+            if step % 7 == 0 and kept:   # sometimes a duplicate of a kept label set
+                new.insert(p, kept[0])
+            elif step % 5 == 0 and removed:   # a removed label set back (no duplicate)
+                new.insert(p, removed.pop())
+            else:
+                new.insert(p, (("a", f"{step}-{j}"), ("b", str(j % 3))))
+        note_grown(new, labels, pos, keep)
+        out = memo(tag, (new,), lambda: map_labels(tag, ("test-edit-fn",), new, fn))
+        assert out == [fn(lb) for lb in new]
+        assert has_dup(new) == (len(set(new)) != len(new))
+        if has_dup(new):
+            new = [lb for i, lb in enumerate(new) if lb not in new[:i]]
+            memo(tag, (new,), lambda: map_labels(tag, ("test-edit-fn",), new, fn))
+            assert not has_dup(new)
+        labels = new
