@@ -29,7 +29,7 @@ from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
 from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, marker_holds
 from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
-from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly, mesh_layout, traffic_increments
+from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly, traffic_increments
 from sremarathon_env.backends.sim.model import CompiledApp
 from sremarathon_env.backends.sim.traffic import StackedInputs, TickInputs, TrafficModel, _Groups, stack_inputs, window
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum
@@ -74,11 +74,11 @@ class _Tape:
     """Traffic outputs of a metric-less twin's deferred ticks (`begin_deferred` .. `end_deferred`), kept
     for other twins of the same app, seed, tick and load model (the run loop's scored twin follows the
     no-action reference run tick for tick until the agent acts). ``ticks``: tick -> chunk, a chunk is
-    (first tick, outputs, task rates, traffic inputs as bytes per tick, dt, entry evidence (4, K), metric
-    counter increments). A twin whose state-changing calls (`SimBackend._note`) equal the taped run's is
-    in its state and takes its state refreshes' inputs and snapshots, and its runs' cluster-side numbers
-    too (``refresh``, ``epochs``, ``runs``). Per tick one dict entry, no object (few objects for the
-    garbage collector to walk)."""
+    [first tick, outputs, task rates, traffic inputs per tick, dt, entry evidence (4, K), metric counter
+    increments (made on the first take), per-edge no-endpoint share]. A twin whose state-changing calls
+    (`SimBackend._note`) equal the taped run's is in its state and takes its state refreshes' inputs and
+    snapshots, and its runs' cluster-side numbers too (``refresh``, ``epochs``, ``runs``). Per tick one
+    dict entry, no object (few objects for the garbage collector to walk)."""
 
     def __init__(self) -> None:
         self.ticks: dict[int, tuple] = {}
@@ -109,34 +109,43 @@ class _Tape:
             return None
         return ppr[a:a + K], mem[a:a + K], lag[a:a + K], None if state is None else state[a:a + K]
 
-    def add(self, k0: int, out, task_rate: np.ndarray, keys: list[bytes], dt: float, evidence: np.ndarray,
-            incs) -> None:
-        chunk = (k0, out, task_rate, keys, dt, evidence, incs)
-        for j in range(len(keys)):
+    def add(self, k0: int, out, task_rate: np.ndarray, inputs: list[TickInputs], dt: float, evidence: np.ndarray,
+            uh: np.ndarray) -> None:
+        # the metric counter increments are made on the first take (a follower with metrics wants them;
+        # a run loop's scored twin that acts at once never does)
+        chunk = [k0, out, task_rate, inputs, dt, evidence, None, uh]
+        for j in range(len(inputs)):
             self.ticks[k0 + j] = chunk
 
-    def take(self, runs: list[dict]):
+    def take(self, runs: list[dict], layout: tuple[np.ndarray, np.ndarray]):
         """(outputs, entry evidence (4, K), metric counter increments) of consecutive ``runs`` when every
-        tick's task rates and inputs equal a taped tick's (within one chunk), else None."""
+        tick's task rates and inputs equal a taped tick's (within one chunk), else None. ``layout``: the
+        taker's mesh layout (`mesh_layout`), for the increments."""
         first = runs[0]
         chunk = self.ticks.get(first["k0"])
         if chunk is None:
             return None
-        c0, out, tr, keys, dt, evidence, incs = chunk
+        c0, out, tr, inputs, dt, evidence, incs, uh = chunk
         if dt != first["dt"]:
             return None
         a = j = first["k0"] - c0
         for r in runs:
             K = r["K"]
-            if j + K > len(keys):
+            if j + K > len(inputs):
                 return None
-            kb = _inputs_bytes(r["inputs"])
+            inp = r["inputs"]
+            kb = None
             for i in range(j, j + K):
-                if keys[i] is not kb and keys[i] != kb:
-                    return None
+                if inputs[i] is not inp:   # the same inputs object (taken from the tape), or equal inputs
+                    if kb is None:
+                        kb = _inputs_bytes(inp)
+                    if _inputs_bytes(inputs[i]) != kb:
+                        return None
             if tr[j:j + K].tobytes() != r["task_rate"].tobytes():
                 return None
             j += K
+        if incs is None:   # elementwise along ticks: any window of them is that window's own increments
+            incs = chunk[6] = traffic_increments(*layout, out, uh, dt)
         return window(out, a, j), evidence[:, a:j], incs.window(a, j)
 
 
@@ -401,7 +410,7 @@ class SimBackend:
         if self.metrics:   # the same ticks, task rates and inputs as a taped reference run's: the same outputs
             tape = self._followed()
             if tape is not None:
-                hit = tape.take(runs)
+                hit = tape.take(runs, (self.writer.mesh_edges, self.writer.src_mask))
         if hit is not None:
             out, evidence, incs = hit
         else:
@@ -411,11 +420,9 @@ class SimBackend:
         uh = None
         if self.metrics or self._tape is not None:   # the no-endpoint share of each tick
             uh = first["uh"] if len(runs) == 1 else np.repeat(np.stack([r["uh"] for r in runs]), [r["K"] for r in runs], axis=0)
-        if hit is None and self._tape is not None:   # kept with the metric counters' increments of these ticks
+        if hit is None and self._tape is not None:   # kept with what the metric counters' increments need
             evidence = self._evidence_arrays(out, dt)
-            incs = traffic_increments(*mesh_layout(self.m), out, uh, dt)
-            self._tape.add(first["k0"], out, tr, [_inputs_bytes(r["inputs"]) for r in runs for _ in range(r["K"])],
-                           dt, evidence, incs)
+            self._tape.add(first["k0"], out, tr, [r["inputs"] for r in runs for _ in range(r["K"])], dt, evidence, uh)
         if self.metrics:
             bounds, a = [], 0
             for r in runs:

@@ -232,3 +232,34 @@ def test_a_follower_keeps_its_tape_until_it_diverges(monkeypatch):
     sim.scale("frontend", 5)                     # the reference run does not: another history
     sim.advance_to(14 * 15.0)
     assert sim._follow is None and steps[0] > 0
+
+
+def test_a_tapes_counter_increments_are_made_on_the_first_take(monkeypatch):
+    """A reference run nobody follows makes no counter increments; a follower's first take of a chunk
+    makes them for the whole chunk (what the chunk's own step would have made), later takes reuse them."""
+    monkeypatch.setattr(backend_mod, "_TAPES", {})
+    made = []
+    orig = backend_mod.traffic_increments
+
+    def increments(*a):
+        made.append(a[2].edge_rate.shape[0])
+        return orig(*a)
+
+    monkeypatch.setattr(backend_mod, "traffic_increments", increments)
+    _reference(seed=5)
+    assert made == []
+    tape = next(iter(backend_mod._TAPES.values()))
+    chunks = {id(c): c for c in tape.ticks.values()}
+    assert all(c[6] is None for c in chunks.values())
+    sim = SimBackend("online-boutique", seed=5)
+    for k in range(2, 62, 2):
+        sim.advance_to(k * 15.0)
+        if k in EVENTS:
+            EVENTS[k](sim)
+    assert 0 < len(made) <= len(chunks)
+    taken = [c for c in chunks.values() if c[6] is not None]
+    assert [len(c[3]) for c in taken] == made   # each for its whole chunk, once
+    for c in taken:
+        want = orig(*metrics_mod.mesh_layout(sim.m), c[1], c[7], c[4])
+        for name in ("req", "bucket", "lat_sum", "count", "lg", "lg_slow", "lg_deg"):
+            assert np.array_equal(getattr(c[6], name), getattr(want, name)), name
