@@ -31,8 +31,11 @@ def key_ints(*keys: object) -> list[int]:
 
 
 def child_rng(seed: int, *keys: object) -> np.random.Generator:
-    """A generator derived from the run seed and a path of names; independent per key path."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *key_ints(*keys)])))
+    """A generator derived from the run seed and a path of names; independent per key path. (The entropy
+    words go in as one uint32 array: a list of ints below 2**32 is coerced to that very array, one int at
+    a time.)"""
+    words = np.array([int(seed) & 0xFFFFFFFF, *key_ints(*keys)], dtype=np.uint32)
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
 @lru_cache(maxsize=1 << 16)

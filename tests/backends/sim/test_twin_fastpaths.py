@@ -1,6 +1,7 @@
 """The twin's fast paths give what their plain definitions give, at every call of a run with pod churn,
 OOM kills, drains, node loss and rescheduling: the scheduler's node choice (per-node request sums from the
-pods grouped by node), the quota's use (active slots kept per layout version, nansum in place)."""
+pods grouped by node), the quota's use (active slots kept per layout version, nansum in place), the seeded
+generators (entropy words as one uint32 array)."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from faults.effects import Effect
 from sremarathon_env.backends.sim import SimBackend
 from sremarathon_env.backends.sim.cluster import Cluster
+from sremarathon_env.backends.sim.util import child_rng, key_ints
 
 from tests.backends.sim.test_twin_caches import _drive
 
@@ -107,3 +109,15 @@ def test_fast_paths_through_node_loss(compared):
     sim.restart("cart")
     sim.advance_to(900)
     assert compared["pick"] > 5 and compared["quota"] > 5 and compared["quota_used"] > 1
+
+
+def test_child_rng_equals_the_seed_sequence_of_the_word_list():
+    keys = [("kubelet", "frontend-6b7d9-x2x4z", 0, "start", 123.456), ("load", "jitter", 0), ("load", "phase"),
+            ("kubelet", "", 3, "pull", 0.0), ()]
+    for seed in (0, 1, 7, 2**31, 2**32 - 1, 2**32, 2**40 + 5, -1):
+        for k in keys:
+            got = child_rng(seed, *k)
+            want = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed) & 0xFFFFFFFF,
+                                                                               *key_ints(*k)])))
+            assert got.bit_generator.state == want.bit_generator.state
+            assert got.uniform(0.85, 1.25, 3).tolist() == want.uniform(0.85, 1.25, 3).tolist()
