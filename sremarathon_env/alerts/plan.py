@@ -260,27 +260,32 @@ class _Agg(_Node):
         super().__init__()
         self.op, self.child, self.labels = op, child, keys
         G = len(keys)
-        ck = (G, gid.tobytes())
+        members = op == "sum"   # only a sum reads the member table
+        ck = (G, members, gid.tobytes())
         hit = _AGG_LAYOUT.get(ck)
         if hit is None:
             if len(_AGG_LAYOUT) > AGG_LAYOUT_MAX:
                 _AGG_LAYOUT.clear()
-            hit = _AGG_LAYOUT[ck] = self._layout(G, gid)
+            hit = _AGG_LAYOUT[ck] = self._layout(G, gid, members)
         self.order, self.starts, self.singletons, self.one_group, self.idx, self.M = hit
 
     def rebind(self, child):
         self.child = child
 
     @staticmethod
-    def _layout(G: int, gid: np.ndarray) -> tuple:
+    def _layout(G: int, gid: np.ndarray, members: bool = True) -> tuple:
+        """(stable order by group or None, group starts, all singletons, one group, member table, its width);
+        without ``members`` the table is None (and its width 0)."""
         n = len(gid)
         sizes = np.bincount(gid, minlength=G)
         starts = np.zeros(G, dtype=np.intp)
         np.cumsum(sizes[:-1], out=starts[1:])
         # the stable sort by group is the identity exactly when the group index never decreases
         ident = n < 2 or bool((gid[1:] >= gid[:-1]).all())
-        ar = np.arange(n)
         order = None if ident else np.argsort(gid, kind="stable")
+        if not members:
+            return order, starts, bool((sizes == 1).all()), G == 1, None, 0
+        ar = np.arange(n)
         M = int(sizes.max()) if G else 0
         # (G, M) member rows in input order, padded with row n (a -0.0 row: x + -0.0 == x exactly), so a
         # sequential accumulate along the members is Prometheus's row-after-row sum
@@ -543,6 +548,7 @@ class PackPlan:
         self._excl_t_ms = None  # the earliest evaluation time the exclusions were decided for
         self._excl_cols = 0  # columns the excluded rows are known to be empty up to
         self._excl_dirty = False
+        self._excl_fams: tuple | None = None  # (families in the store, [(family, entry, read-back)]) for pruning
         self._live_cache: dict[str, tuple] = {}
         self._sels: dict[tuple, _Selection] = {}  # per (metric name, matchers): live rows kept up to date
         self._sel_keys: dict[str, tuple] = {}  # selector key -> (metric name, matchers)
@@ -598,30 +604,41 @@ class PackPlan:
         if self._excl_t_ms is None or t_min > self._excl_t_ms:
             self._excl_t_ms = t_min
         t_min = self._excl_t_ms
-        for name, need in self._needs.items():
-            if need is None:
+        if self._excl_fams is None or self._excl_fams[0] != len(store._order):
+            # (family, its entry, its longest read-back) of every family the selectors may leave rows of; families
+            # are only ever added to a store
+            lst = []
+            for name, need in self._needs.items():
+                if need is None:
+                    continue
+                for fam in store.families(name):
+                    ent = self._excl.get(id(fam))
+                    if ent is None or ent.fam is not fam:
+                        ent = self._excl[id(fam)] = _Excluded(fam)
+                    lst.append((fam, ent, need))
+            self._excl_fams = (len(store._order), lst)
+        for fam, ent, need in self._excl_fams[1]:
+            rows = len(fam._label_values)
+            if rows == ent.rows_seen:
+                continue  # only a family that gained rows (its selectors change anyway) loses some
+            ent.rows_seen = rows
+            data = fam._data
+            # candidates: rows without a sample in the last column, not yet left out (left-out rows have no
+            # sample in it: one with a sample in a new column was taken back by _check_excluded)
+            nan = np.isnan(data[:rows, n - 1])
+            least = max(PRUNE_MIN, (rows - len(ent.rows)) * PRUNE_SHARE)
+            if np.count_nonzero(nan) - len(ent.rows) < least:
+                continue
+            if len(ent.rows):
+                nan[ent.rows] = False
+            idx = np.flatnonzero(nan)
+            if len(idx) < least:
                 continue
             c0 = min(max((t_min - need - self.t0_ms) // self.step_ms - 1, 0), n - 1)
-            for fam in store.families(name):
-                ent = self._excl.get(id(fam))
-                if ent is None or ent.fam is not fam:
-                    ent = self._excl[id(fam)] = _Excluded(fam)
-                rows = len(fam)
-                if rows == ent.rows_seen:
-                    continue  # only a family that gained rows (its selectors change anyway) loses some
-                ent.rows_seen = rows
-                data = fam._data
-                # candidates: rows without a sample in the last column, not yet left out
-                cand = np.isnan(data[:rows, n - 1])
-                if len(ent.rows):
-                    cand[ent.rows] = False
-                idx = np.flatnonzero(cand)
-                if len(idx) < max(PRUNE_MIN, (rows - len(ent.rows)) * PRUNE_SHARE):
-                    continue
-                idx = idx[np.isnan(data[idx, c0:n]).all(axis=1)]
-                # leave rows out in batches: each change makes the family's selectors new lists
-                if len(idx) and len(idx) >= max(PRUNE_MIN, (rows - len(ent.rows)) * PRUNE_SHARE):
-                    ent.set(np.union1d(ent.rows, idx) if len(ent.rows) else idx)
+            idx = idx[np.isnan(data[idx, c0:n]).all(axis=1)]
+            # leave rows out in batches: each change makes the family's selectors new lists
+            if len(idx) and len(idx) >= least:
+                ent.set(np.union1d(ent.rows, idx) if len(ent.rows) else idx)
         self._excl_cols = n
 
     def _live(self, key: str, parts, labels):

@@ -234,3 +234,6 @@ def test_aggregation_layout_matches_its_definition():
         assert starts.tolist() == [sum(sizes[:g]) for g in range(G)] and M == max(sizes)
         assert idx.tolist() == [m + [n] * (M - len(m)) for m in members]
         assert singletons == all(s == 1 for s in sizes) and one_group == (G == 1)
+        o2, s2, sg2, og2, idx2, M2 = _Agg._layout(G, gid, members=False)   # without the member table
+        assert (o2 is None) == (order is None) and (o2 is None or np.array_equal(o2, order))
+        assert np.array_equal(s2, starts) and (sg2, og2, idx2, M2) == (singletons, one_group, None, 0)
