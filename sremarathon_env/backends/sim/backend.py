@@ -415,11 +415,17 @@ class SimBackend:
             out, evidence, incs = hit
         else:
             tr = first["task_rate"] if len(runs) == 1 else np.concatenate([r["task_rate"] for r in runs], axis=0)
-            out = self.tm.step(tr, first["inputs"] if len(runs) == 1 else
-                               stack_inputs([(r["inputs"], r["K"]) for r in runs]))
+            # runs under the same inputs (a cluster change that left them as they were) step as one run:
+            # one row of inputs for all their ticks, the floats a row per tick gives (elementwise)
+            inp = first["inputs"]
+            if any(r["inputs"] is not inp for r in runs):
+                inp = stack_inputs([(r["inputs"], r["K"]) for r in runs])
+            out = self.tm.step(tr, inp)
         uh = None
-        if self.metrics or self._tape is not None:   # the no-endpoint share of each tick
-            uh = first["uh"] if len(runs) == 1 else np.repeat(np.stack([r["uh"] for r in runs]), [r["K"] for r in runs], axis=0)
+        if self.metrics or self._tape is not None:   # the no-endpoint share of each tick (one row if all share it)
+            uh = first["uh"]
+            if any(r["uh"] is not uh for r in runs):
+                uh = np.repeat(np.stack([r["uh"] for r in runs]), [r["K"] for r in runs], axis=0)
         if hit is None and self._tape is not None:   # kept with what the metric counters' increments need
             evidence = self._evidence_arrays(out, dt)
             self._tape.add(first["k0"], out, tr, [r["inputs"] for r in runs for _ in range(r["K"])], dt, evidence, uh)
@@ -1459,7 +1465,10 @@ class SimBackend:
 
     # ================================================================== helpers for renderers
     def node_ip(self, node: int) -> str:
-        return f"10.0.{1 + self.m.node_zone[node]}.{10 + node}"
+        ips = self.m.__dict__.get("_node_ips")
+        if ips is None:   # per compiled app (nodes and zones are fixed; read-only)
+            ips = self.m.__dict__["_node_ips"] = [f"10.0.{1 + int(z)}.{10 + i}" for i, z in enumerate(self.m.node_zone)]
+        return ips[node]
 
     def pod_ip(self, pod: Pod) -> str:
         return f"10.244.{max(pod.node, 0)}.{2 + pod.slot % 250}"

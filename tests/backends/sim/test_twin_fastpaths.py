@@ -121,3 +121,75 @@ def test_child_rng_equals_the_seed_sequence_of_the_word_list():
                                                                                *key_ints(*k)])))
             assert got.bit_generator.state == want.bit_generator.state
             assert got.uniform(0.85, 1.25, 3).tolist() == want.uniform(0.85, 1.25, 3).tolist()
+
+
+def _same_twins(a: SimBackend, b: SimBackend) -> None:
+    n = a.history.n
+    assert n == b.history.n
+    for name in ("node", "edge", "path", "svc"):
+        assert np.array_equal(getattr(a.history, name)[:, :n], getattr(b.history, name)[:, :n], equal_nan=True), name
+    for name in ("ready", "reason", "epoch_of"):
+        assert np.array_equal(getattr(a.history, name)[:n], getattr(b.history, name)[:n]), name
+    assert a.store.names() == b.store.names()
+    for name in a.store.names():
+        for fa, fb in zip(a.store.families(name), b.store.families(name), strict=True):
+            assert fa._label_values == fb._label_values, name
+            assert np.array_equal(fa.values(a.store.n_ticks), fb.values(b.store.n_ticks), equal_nan=True), name
+
+
+def _churn(sim: SimBackend) -> list:
+    evidence = []
+    for k in range(1, 41):
+        evidence += sim.advance_to(k * 45.0)
+        if k == 3:
+            sim.apply_effect(Effect(kind="memory_hog", service="cartservice", mi=10_000))   # OOM kills, restarts
+        if k == 6:
+            sim.scale("frontend", 4)
+            sim.deploy("currencyservice", message="m", author="a", image_tag="v9.9.9")
+        if k == 12:
+            sim.apply_effect(Effect(kind="node_down", node=sim.cluster.nodes[1].name))
+        if k == 20:
+            sim.restart("checkoutservice")
+            sim.apply_effect(Effect(kind="crash", service="adservice", reason="Error", exit_code=1))
+    return evidence
+
+
+def test_runs_under_the_same_inputs_step_as_one_run(monkeypatch):
+    """A deferred step whose runs share their inputs steps them with one row of inputs: the numbers equal
+    stepping a row per tick (forced here by giving every run its own copy of the inputs)."""
+    import copy
+
+    from sremarathon_env.backends.sim import backend as backend_mod
+
+    monkeypatch.setattr(backend_mod, "_TAPES", {})
+    stacked = []
+    orig_stack = backend_mod.stack_inputs
+
+    def stack(runs):
+        stacked.append(len(runs))
+        return orig_stack(runs)
+
+    monkeypatch.setattr(backend_mod, "stack_inputs", stack)
+    fast = SimBackend("online-boutique", seed=4)
+    ev_fast = _churn(fast)
+    n_fast = len(stacked)
+    orig_queue = SimBackend._queue
+
+    def queue(self, run):   # every run its own (equal) inputs and no-endpoint share
+        run["inputs"] = copy.copy(run["inputs"])
+        run["uh"] = run["uh"].copy()
+        return orig_queue(self, run)
+
+    monkeypatch.setattr(SimBackend, "_queue", queue)
+    plain = SimBackend("online-boutique", seed=4)
+    ev_plain = _churn(plain)
+    assert len(stacked) - n_fast > n_fast + 5   # the plain twin stacked many more steps
+    assert ev_fast == ev_plain
+    _same_twins(fast, plain)
+
+
+def test_node_ips_are_kept_per_app():
+    for app in ("online-boutique", "astronomy-shop"):
+        sim = SimBackend(app, seed=0, metrics=False)
+        for i in range(len(sim.cluster.nodes)):
+            assert sim.node_ip(i) == f"10.0.{1 + sim.m.node_zone[i]}.{10 + i}"
