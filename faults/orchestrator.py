@@ -274,6 +274,21 @@ def fault_min_durations(app: str, faults: list[Fault]) -> dict[str, int]:
 _MIN_S: dict[tuple[str, int], dict[int, tuple[Fault, int]]] = {}
 
 
+def _conflict_keys(f: Fault) -> frozenset[str]:
+    """`Fault.conflict_keys` as a set, made once per fault object (faults are immutable; a schedule asks for
+    the whole catalogue's)."""
+    hit = _KEYS.get(id(f))
+    if hit is None or hit[0] is not f:
+        if len(_KEYS) > 20000:
+            _KEYS.clear()
+        hit = _KEYS[id(f)] = (f, frozenset(f.conflict_keys()))
+    return hit[1]
+
+
+#: id(fault) -> (fault, its conflict keys); the fault is kept so that its id stays its own
+_KEYS: dict[int, tuple[Fault, frozenset[str]]] = {}
+
+
 def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_version: str,
                     injection_s: int = 3600, profile: AppProfile | None = None,
                     min_durations: dict[str, int] | None = None) -> list[ScheduledFault]:
@@ -301,7 +316,7 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
     by_cat: dict[str, list[Fault]] = {c: [] for c in CATEGORIES}
     for f in pool:
         by_cat[f.category].append(f)
-    keys = {f.id: set(f.conflict_keys()) for f in pool}
+    keys = {f.id: _conflict_keys(f) for f in pool}
     need = {f.id: max(MIN_DURATION_S, min(MAX_DURATION_S, int(mins.get(f.id, MIN_DURATION_S)))) for f in pool}
     used: set[str] = set()
     active: list[tuple[int, int, set[str]]] = []   # (start, end, keys)

@@ -140,3 +140,14 @@ def test_schedule_digests_are_pinned(app, seed, digest):
     """Published leaderboard runs depend on these schedules: a change to the draws (or to their order)
     must be a deliberate catalogue release, never a side effect of a refactor."""
     assert build_schedule(app, seed).digest() == digest
+
+
+def test_conflict_keys_are_made_once_per_fault_and_equal_the_faults_own():
+    from faults import orchestrator as orch
+
+    faults = load_catalogue("online-boutique")
+    for f in faults:
+        assert orch._conflict_keys(f) == frozenset(f.conflict_keys())
+        assert orch._conflict_keys(f) is orch._conflict_keys(f)   # made once
+    copy = faults[0].model_copy()
+    assert orch._conflict_keys(copy) == orch._conflict_keys(faults[0])   # another object: its own entry
