@@ -1313,6 +1313,17 @@ class SimBackend:
         c = self.cluster
         idx = self.m.svc_index
         need_p95 = "p95_ms" in fields or "own_p95_ms" in fields
+        # the live per-pod fields for every service at once (what the per-service reads of `service_health`
+        # give): restarts summed over live pods (integer counts: exact in any order), the largest working
+        # set / limit over running ones (a max: exact in any order; NaN limits left out, none -> 0.0)
+        restarts = self._restart_counts().tolist() if "restarts" in fields else None
+        mem_util = None
+        if "mem_util" in fields:
+            n = len(c.pods)
+            run = np.flatnonzero(c.p_active[:n] & c.p_running[:n])
+            top = np.full(self.m.S, np.nan)
+            np.fmax.at(top, c.p_svc[run], self.pod_mem[run] / c.p_mem_lim[run])
+            mem_util = np.where(np.isnan(top), 0.0, top).tolist()
         for i, name in enumerate(services):
             s = idx.get(name)
             if s is None:
@@ -1340,18 +1351,12 @@ class SimBackend:
                     v = H[11][s] / rate * p95 if rate > 0 else 0.0
                 elif f == "lag":
                     v = H[6][s] if s in self._lag_callee else 0.0
-                elif f in ("desired", "mem_util", "restarts"):
-                    dep = c.deployments[name]
-                    if f == "desired":
-                        v = float(dep.replicas)
-                    else:
-                        live = dep.live_pods()
-                        if f == "restarts":
-                            v = float(sum(p.restarts for p in live))
-                        else:
-                            slots = [p.slot for p in live if p.cstate == "running"]
-                            lim = c.p_mem_lim[slots] if slots else np.array([])
-                            v = float(np.nanmax(self.pod_mem[slots] / lim)) if slots and not np.all(np.isnan(lim)) else 0.0
+                elif f == "desired":
+                    v = float(c.deployments[name].replicas)
+                elif f == "restarts":
+                    v = restarts[s]
+                elif f == "mem_util":
+                    v = mem_util[s]
                 else:
                     continue
                 row[j] = v

@@ -193,3 +193,35 @@ def test_node_ips_are_kept_per_app():
         sim = SimBackend(app, seed=0, metrics=False)
         for i in range(len(sim.cluster.nodes)):
             assert sim.node_ip(i) == f"10.0.{1 + sim.m.node_zone[i]}.{10 + i}"
+
+
+def test_bulk_health_per_pod_fields_through_churn_and_node_loss(monkeypatch):
+    """`services_health` sums restarts and takes the memory maximum over all pods at once: equal to the
+    per-service reads after every advance and intervention of a churned run."""
+    fields = ("mem_util", "restarts", "desired", "ready", "error_ratio")
+    checked = [0]
+
+    def check(sim):
+        services = list(sim.app.service_names)
+        want = np.array([[float(sim.service_health(s).get(f, 0.0)) for f in fields] for s in services])
+        assert np.array_equal(sim.services_health(services, fields), want)
+        checked[0] += 1
+
+    orig_advance, orig_apply = SimBackend.advance_to, SimBackend.apply_effect
+
+    def advance(self, t):
+        out = orig_advance(self, t)
+        check(self)
+        return out
+
+    def apply(self, e):
+        h = orig_apply(self, e)
+        check(self)
+        return h
+
+    monkeypatch.setattr(SimBackend, "advance_to", advance)
+    monkeypatch.setattr(SimBackend, "apply_effect", apply)
+    sim = SimBackend("online-boutique", seed=4)
+    _churn(sim)
+    assert checked[0] >= 43
+    assert sim.services_health(["cartservice"], ("restarts",))[0, 0] > 0   # OOM kills counted
