@@ -832,6 +832,7 @@ class PackPlan:
         self._nodes: dict[str, _Node | None] = {}
         self._groups: dict[tuple, _RangeGroup] = {}
         self._kernel_nodes: dict[int, _Range] = {}
+        self._slot_cache: dict[int, tuple] = {}
         self._dummy = _Ctx(np.zeros(1, dtype=np.int64), self.promql.default_step_ms)
         self._old, self._cache = self._cache, {}
         roots: list[_Node | None] = []
@@ -915,14 +916,13 @@ class PackPlan:
             if not labels:
                 return _Empty()
             out_labels = labels if node.name == "last_over_time" else drop_names(labels)
-            if _has_dup(out_labels):
+            # the series of one family have distinct label sets, and they share their name: no duplicates
+            if (len(parts) != 1 or parts[0][0] == "perm") and _has_dup(out_labels):
                 return self._generic(node, [])
             if node.name in CODES and sel.at_ms is None:
                 def kernel_range():
                     rn = _Range(None, 0, len(labels), out_labels)
-                    flat, perm = _flatten(parts)
-                    slots = self.tape.slots_of(flat)
-                    rn.slots = slots if perm is None else slots[perm]
+                    rn.slots = self._slots(parts, labels)
                     rn.window = (ms.range_ms, sel.offset_ms, CODES[node.name])
                     rn.kernel = True
                     return rn
@@ -1007,6 +1007,18 @@ class PackPlan:
                 if not isinstance(a, (S.MatSel, S.Subq, S.Str)):
                     children.append((a, self._node(a)))
         return self._generic(node, children)
+
+    def _slots(self, parts, labels) -> np.ndarray:
+        """The tape slots of a selection's series, in its order (once per build for range calls sharing it)."""
+        hit = self._slot_cache.get(id(labels))
+        if hit is not None and hit[0] is labels:
+            return hit[1]
+        flat, perm = _flatten(parts)
+        slots = self.tape.slots_of(flat)
+        if perm is not None:
+            slots = slots[perm]
+        self._slot_cache[id(labels)] = (labels, slots)
+        return slots
 
     def _label_replace(self, tag, labels, dst, repl, src, rx) -> list:
         """``label_replace`` on each label set, cached per label set across builds (for a list grown
