@@ -149,9 +149,10 @@ class Tape:
         s, t = self.cap_s, self.cap_t
         # slots: doubling, and as much headroom over a jump (the first selectors register most series at once;
         # pods that come later add rows): rows never used cost no memory traffic, a growth copies every array.
-        # Before any column is processed nothing is copied: room for three times the slots then (the pods a
-        # faulted marathon replaces about double them; a later growth copies every summary so far)
-        S2 = max((3 if self.N == 0 else 2) * n_slots, 2 * s) if n_slots > s else s
+        # Before any column is processed nothing is copied: room for four times the slots then (the pods a
+        # faulted marathon replaces about double them, random RL actions about triple them; a later growth
+        # copies every summary so far and holds both copies)
+        S2 = max((4 if self.N == 0 else 2) * n_slots, 2 * s) if n_slots > s else s
         T2 = max(cap, 2 * t if cap > t else t)
         S, N = len(self._row_of), self.N
         old = {name: getattr(self, name) for name, _, _ in self._ARRAYS}
