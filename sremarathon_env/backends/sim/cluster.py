@@ -190,6 +190,8 @@ class Cluster:
         self._active: tuple[int, list] = (-1, [])   # active_pods() of a layout version
         self._active_slots: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.intp))   # active_slots() of one
         self._quota_use: tuple[int, int, float] = (-1, 0, 0.0)   # _quota_used() of a layout version
+        self._n_active = 0                 # pods in the ReplicaSets' pod lists (len(active_pods()))
+        self._max_cpu_req = 0.0            # the largest CPU request (cores) of any pod ever created
         self._zones: tuple[list, np.ndarray] | None = None
         self.events: list[list] = []       # [first_t, last_t, count, type, reason, kind, name, message, component]
         self._event_index: dict[tuple, int] = {}
@@ -321,6 +323,9 @@ class Cluster:
         self.p_mem_req[slot] = float(req) if req else np.nan
         if not res.get("cpu_request_m") and res.get("cpu_limit_m"):
             self.p_cpu_req[slot] = res["cpu_limit_m"] / 1000.0
+        if self.p_cpu_req[slot] > self._max_cpu_req:   # (NaN: no request, compares False)
+            self._max_cpu_req = float(self.p_cpu_req[slot])
+        self._n_active += 1
         self.layout_version += 1
         self.dirty = True
         self.changed_slots.add(slot)
@@ -435,6 +440,7 @@ class Cluster:
         pod.next_t = math.inf
         if pod in pod.rs.pods:
             pod.rs.pods.remove(pod)
+            self._n_active -= 1
         if pod.cstate == "running":
             self.event(t, "Normal", reason, "Pod", pod.name, message or f"Stopping container {self.svc_names[pod.svc]}")
             self.lifecycle.append((t, pod.svc, pod.name, "stop", ""))
@@ -686,8 +692,14 @@ class Cluster:
         return hit[1], hit[2]
 
     def _quota_block(self, rs: ReplicaSet) -> str:
-        n_pods, used_cpu = self._quota_used()
         res = rs.template["resources"]
+        # far from both limits: nothing to sum (the summed requests are at most active pods x the largest
+        # request; the margins cover the float sum's rounding many times over)
+        if self._n_active + 1 <= self.quota_hard.get("pods", math.inf) and \
+                (self._n_active * self._max_cpu_req * (1.0 + 1e-9) + (res.get("cpu_request_m") or 0) / 1000.0) \
+                * (1.0 + 1e-9) <= self.quota_hard.get("requests.cpu", math.inf):
+            return ""
+        n_pods, used_cpu = self._quota_used()
         used_pods = n_pods + 1
         if used_pods > self.quota_hard.get("pods", math.inf):
             return (f'pods "{rs.name}-xxxxx" is forbidden: exceeded quota: {self.ns}-quota, requested: pods=1, '

@@ -1,6 +1,7 @@
 """The twin's fast paths give what their plain definitions give, at every call of a run with pod churn,
 OOM kills, drains, node loss and rescheduling: the scheduler's node choice (per-node request sums from the
-pods grouped by node), the quota's use (active slots kept per layout version, nansum in place), the seeded
+pods grouped by node), the quota's use (active slots kept per layout version, nansum in place) and check (no
+sum far from the limits), the seeded
 generators (entropy words as one uint32 array)."""
 
 import numpy as np
@@ -49,11 +50,37 @@ def _pick_node_plain(c: Cluster, pod) -> int | None:
     return None if best is None else best[1]
 
 
+def _quota_block_plain(c: Cluster, rs) -> str:
+    """The quota check as first written: the active pods' requests summed at every pod to create."""
+    pods = c.active_pods()
+    n_pods = len(pods)
+    used_cpu = float(np.nansum(c.p_cpu_req[[p.slot for p in pods]])) if pods else 0.0
+    res = rs.template["resources"]
+    if n_pods + 1 > c.quota_hard.get("pods", float("inf")):
+        return (f'pods "{rs.name}-xxxxx" is forbidden: exceeded quota: {c.ns}-quota, requested: pods=1, '
+                f'used: pods={n_pods}, limited: pods={int(c.quota_hard["pods"])}')
+    need = (res.get("cpu_request_m") or 0) / 1000.0
+    if used_cpu + need > c.quota_hard.get("requests.cpu", float("inf")):
+        return (f'pods "{rs.name}-xxxxx" is forbidden: exceeded quota: {c.ns}-quota, requested: requests.cpu='
+                f'{res.get("cpu_request_m")}m, used: requests.cpu={int(used_cpu * 1000)}m, '
+                f'limited: requests.cpu={int(c.quota_hard["requests.cpu"] * 1000)}m')
+    return ""
+
+
 @pytest.fixture
 def compared(monkeypatch):
     """Every call of the fast paths during a test is checked against the plain definitions."""
-    calls = {"pick": 0, "quota": 0, "quota_used": 0}
+    calls = {"pick": 0, "quota": 0, "quota_used": 0, "block": 0, "blocked": 0}
     pick, quota, quota_used = Cluster._pick_node, Cluster._quota_used, SimBackend.quota_used
+    block = Cluster._quota_block
+
+    def block_checked(self, rs):
+        got = block(self, rs)
+        assert got == _quota_block_plain(self, rs)
+        assert self._n_active == len(self.active_pods())
+        calls["block"] += 1
+        calls["blocked"] += bool(got)
+        return got
 
     def pick_checked(self, pod):
         got = pick(self, pod)
@@ -88,6 +115,7 @@ def compared(monkeypatch):
 
     monkeypatch.setattr(Cluster, "_pick_node", pick_checked)
     monkeypatch.setattr(Cluster, "_quota_used", quota_checked)
+    monkeypatch.setattr(Cluster, "_quota_block", block_checked)
     monkeypatch.setattr(SimBackend, "quota_used", quota_used_checked)
     return calls
 
@@ -95,7 +123,25 @@ def compared(monkeypatch):
 @pytest.mark.parametrize("metrics", [True, False])
 def test_fast_paths_through_churn_and_drains(compared, metrics):
     _drive(SimBackend("online-boutique", seed=3, metrics=metrics))
-    assert compared["pick"] > 20 and compared["quota"] > 20 and (compared["quota_used"] > 2 or not metrics)
+    assert compared["pick"] > 20 and compared["block"] > 20 and (compared["quota_used"] > 2 or not metrics)
+
+
+def test_quota_checks_near_and_over_the_limits(compared):
+    """Close to the quota (pods and CPU requests) the check sums the requests: the same decisions and
+    messages as the plain check, blocked creations included."""
+    sim = SimBackend("online-boutique", seed=2)
+    c = sim.cluster
+    sim.advance_to(30)
+    used = float(np.nansum(c.p_cpu_req[[p.slot for p in c.active_pods()]]))
+    c.quota_hard["requests.cpu"] = used + 0.35            # room for a few more requests only
+    sim.scale("frontend", 6)
+    sim.advance_to(120)
+    c.quota_hard["requests.cpu"] = float("inf")
+    c.quota_hard["pods"] = float(len(c.active_pods()) + 2)   # two more pods, then blocked
+    sim.scale("cartservice", 5)
+    sim.restart("currencyservice")
+    sim.advance_to(400)
+    assert compared["blocked"] >= 2 and compared["block"] > compared["blocked"] and compared["quota"] >= 2
 
 
 def test_fast_paths_through_node_loss(compared):
@@ -108,7 +154,7 @@ def test_fast_paths_through_node_loss(compared):
     sim.remove_effect(h)
     sim.restart("cart")
     sim.advance_to(900)
-    assert compared["pick"] > 5 and compared["quota"] > 5 and compared["quota_used"] > 1
+    assert compared["pick"] > 5 and compared["block"] > 5 and compared["quota_used"] > 1
 
 
 def test_child_rng_equals_the_seed_sequence_of_the_word_list():
