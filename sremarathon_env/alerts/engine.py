@@ -62,38 +62,65 @@ def _go_log2(x: np.ndarray) -> np.ndarray:
     return np.where(frac == 0.5, exp - 1.0, out)
 
 
-def _go_expand(template: str, m: re.Match) -> str:
-    """Go regexp's Expand: $1, ${1}, $name, ${name}, $$; unknown groups expand to ''."""
-    out = []
+def _template_tokens(template: str) -> list[tuple[str, str | None]]:
+    """A replacement template as Go regexp's Expand reads it: (literal text, None) and ("", group name) items
+    ($1, ${1}, $name, ${name}, $$; a "$" that starts none of them is literal). Parsed once per template."""
+    tokens = _TEMPLATES.get(template)
+    if tokens is not None:
+        return tokens
+    tokens = []
+    lit: list[str] = []
     i = 0
     n = len(template)
     while i < n:
         c = template[i]
         if c != "$" or i + 1 >= n:
-            out.append(c)
+            lit.append(c)
             i += 1
             continue
         nxt = template[i + 1]
         if nxt == "$":
-            out.append("$")
+            lit.append("$")
             i += 2
             continue
         if nxt == "{":
             j = template.find("}", i + 2)
             name = template[i + 2 : j] if j > 0 else ""
             if j < 0 or not name or not re.fullmatch(r"[A-Za-z0-9_]+", name):
-                out.append(c)
+                lit.append(c)
                 i += 1
                 continue
             i = j + 1
         else:
             mm = re.match(r"[A-Za-z0-9_]+", template[i + 1 :])
             if not mm:
-                out.append(c)
+                lit.append(c)
                 i += 1
                 continue
             name = mm.group(0)
             i += 1 + len(name)
+        if lit:
+            tokens.append(("".join(lit), None))
+            lit = []
+        tokens.append(("", name))
+    if lit:
+        tokens.append(("".join(lit), None))
+    if len(_TEMPLATES) >= 256:
+        _TEMPLATES.clear()
+    _TEMPLATES[template] = tokens
+    return tokens
+
+
+_TEMPLATES: dict[str, list] = {}
+
+
+def _go_expand(template: str, m: re.Match) -> str:
+    """Go regexp's Expand: $1, ${1}, $name, ${name}, $$; unknown groups expand to ''."""
+    out = []
+    for text, name in _template_tokens(template):
+        if name is None:
+            out.append(text)
+            continue
         try:
             g = m.group(int(name)) if name.isdigit() else m.group(name)
         except error_types():

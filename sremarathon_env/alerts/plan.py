@@ -586,10 +586,12 @@ class PackPlan:
         c0 = self._excl_cols
         for ent in self._excl.values():
             if len(ent.rows):
-                back = ~np.isnan(ent.fam._data[ent.rows, c0:n]).all(axis=1)
-                if back.any():
-                    ent.set(ent.rows[~back])
-                    self._excl_dirty = True
+                empty = np.isnan(ent.fam._data[ent.rows, c0:n])
+                if empty.all():
+                    continue   # (the usual case: no left-out row got a sample)
+                back = ~empty.all(axis=1)
+                ent.set(ent.rows[~back])
+                self._excl_dirty = True
         self._excl_cols = n
 
     def _decide_excluded(self, t_min: int) -> None:

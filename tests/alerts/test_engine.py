@@ -216,3 +216,63 @@ def test_memo_keeps_entries_in_use_and_drops_stale_ones():
     assert VA.memo_get(("t-cold",), (cold[0],)) is VA._NONE       # not used for two generations: dropped
     assert len(VA._MEMO) + len(VA._MEMO_OLD) <= 2 * VA.MEMO_GENERATION + 2
     assert VA.memo(("t-cold",), (cold[0],), lambda: f(cold[0])) == 1 and calls.count(cold[0]) == 2
+
+
+def _expand_by_definition(template, m):
+    """Go regexp's Expand, character by character (the engine parses each template once instead)."""
+    import re
+
+    out = []
+    i = 0
+    n = len(template)
+    while i < n:
+        c = template[i]
+        if c != "$" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        nxt = template[i + 1]
+        if nxt == "$":
+            out.append("$")
+            i += 2
+            continue
+        if nxt == "{":
+            j = template.find("}", i + 2)
+            name = template[i + 2 : j] if j > 0 else ""
+            if j < 0 or not name or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+                out.append(c)
+                i += 1
+                continue
+            i = j + 1
+        else:
+            mm = re.match(r"[A-Za-z0-9_]+", template[i + 1 :])
+            if not mm:
+                out.append(c)
+                i += 1
+                continue
+            name = mm.group(0)
+            i += 1 + len(name)
+        try:
+            g = m.group(int(name)) if name.isdigit() else m.group(name)
+        except (IndexError, KeyError, re.error):
+            g = None
+        out.append(g or "")
+    return "".join(out)
+
+
+def test_template_expansion_equals_its_definition():
+    import re
+
+    from sremarathon_env.alerts.engine import _go_expand
+
+    rng = np.random.default_rng(9)
+    pieces = ["$", "$$", "${", "}", "{", "1", "2", "0", "01", "x", "svc", "_", "-", "a$", "${1}", "${svc}", "$svc",
+              "${9}", "$1x", "é", " "]
+    rx = re.compile(r"(?P<svc>[a-z]+)-(\d)?(x*)", re.DOTALL)
+    for value in ["cart-1xx", "ads-", "frontend-7"]:
+        m = rx.fullmatch(value)
+        assert m is not None
+        for _ in range(400):
+            template = "".join(rng.choice(pieces, size=int(rng.integers(0, 7))).tolist())
+            assert _go_expand(template, m) == _expand_by_definition(template, m), repr(template)
+            assert _go_expand(template, m) == _expand_by_definition(template, m), repr(template)   # parsed once
