@@ -32,7 +32,7 @@ from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
 from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly, traffic_increments
 from sremarathon_env.backends.sim.model import CompiledApp
 from sremarathon_env.backends.sim.traffic import StackedInputs, TickInputs, TrafficModel, _Groups, stack_inputs, window
-from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum
+from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum, template_hash
 from sremarathon_env.telemetry.store import MetricStore
 
 IDLE_CPU_CORES = 0.002
@@ -1002,11 +1002,12 @@ class SimBackend:
 
     def _new_revision(self, dep: Deployment, template: dict, files: dict[str, str] | None, handles: list[str],
                       meta: dict[str, Any]) -> tuple[ReplicaSet, bool]:
-        rs = self.cluster.find_rs(dep, template)
+        h = template_hash(template)   # once for the lookup and the new ReplicaSet
+        rs = self.cluster.find_rs(dep, template, h)
         if rs is not None and rs is dep.current:
             return rs, False
         if rs is None:
-            rs = self.cluster.new_rs(dep.name, template, files or {}, handles, meta, 0, self._now)
+            rs = self.cluster.new_rs(dep.name, template, files or {}, handles, meta, 0, self._now, h)
         else:
             rs.effects = list(handles)
             rs.meta = meta

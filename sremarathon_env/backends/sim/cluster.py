@@ -222,9 +222,10 @@ class Cluster:
 
     # ------------------------------------------------------------------ bootstrap
     def new_rs(self, dep_name: str, template: dict, files: dict[str, str], effects: list, meta: dict,
-               revision: int, t: float) -> ReplicaSet:
-        rs = ReplicaSet(self._rs_counter, dep_name, template_hash(template), template, files, list(effects),
-                        meta, revision, t)
+               revision: int, t: float, template_hash_: str | None = None) -> ReplicaSet:
+        """``template_hash_``: the template's `template_hash`, when the caller has it."""
+        rs = ReplicaSet(self._rs_counter, dep_name, template_hash_ or template_hash(template), template, files,
+                        list(effects), meta, revision, t)
         self._rs_counter += 1
         self.rs_by_id.append(rs)
         return rs
@@ -744,8 +745,8 @@ class Cluster:
         dep.progress_failed = False
         self.reconcile(dep, t)
 
-    def find_rs(self, dep: Deployment, template: dict) -> ReplicaSet | None:
-        h = template_hash(template)
+    def find_rs(self, dep: Deployment, template: dict, template_hash_: str | None = None) -> ReplicaSet | None:
+        h = template_hash_ or template_hash(template)
         for rs in dep.rss:
             if rs.hash == h:
                 return rs

@@ -271,3 +271,23 @@ def test_bulk_health_per_pod_fields_through_churn_and_node_loss(monkeypatch):
     _churn(sim)
     assert checked[0] >= 43
     assert sim.services_health(["cartservice"], ("restarts",))[0, 0] > 0   # OOM kills counted
+
+
+def test_a_new_revisions_hash_is_its_templates_hash():
+    """A new revision gets the hash its lookup computed: the template's own hash, and rolling back to or
+    re-deploying a template finds the revision that has it."""
+    from sremarathon_env.backends.sim.util import template_hash
+
+    sim = SimBackend("online-boutique", seed=1)
+    sim.advance_to(30)
+    sim.deploy("frontend", message="m", author="a", image_tag="v2")
+    sim.restart("cartservice")
+    sim.set_resources("adservice", cpu_limit_m=700)
+    sim.set_config("frontend", "LOG_LEVEL", "debug")
+    sim.advance_to(90)
+    n_rs = len(sim.cluster.rs_by_id)
+    sim.set_config("frontend", "LOG_LEVEL", None)   # back to an earlier template: no new revision
+    sim.advance_to(120)
+    assert len(sim.cluster.rs_by_id) == n_rs >= 11 + 4
+    for rs in sim.cluster.rs_by_id:
+        assert rs.hash == template_hash(rs.template)
