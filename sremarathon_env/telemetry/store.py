@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-#: rows a family's array has room for at first, and the factor it grows by: the rows past the ones in use
-#: are allocated, not initialised (never touched: no page faults, no fill; growing copies the rows in use)
-ROWS_RESERVED = 256
-ROWS_GROWTH = 4
+#: rows a family's array has room for at first, and the factor it grows by (small and doubling: the size
+#: allocated, which tracemalloc counts touched or not, stays what it was): the rows past the ones in use are
+#: allocated, not initialised (never touched: no page faults, no fill), and growing copies the rows in use
+ROWS_RESERVED = 16
+ROWS_GROWTH = 2
 #: rows made ready (NaN) at a time beyond the last used one, at most (doubling from 4 up to this step)
 FILL_STEP = 64
 
