@@ -289,8 +289,13 @@ def bench_sampling(app: str = "online-boutique", env_runners: int = 2, envs_per_
                    address: str | None = None, keep_ray: bool = False) -> dict[str, Any]:
     """Env steps per second of RLlib sampling (PPO module, exploration) on our RL view and on
     `TrivialMaskedEnv` with the same spaces, episode length and runner settings."""
+    import torch
     from ray.tune.registry import register_env
 
+    # one torch thread, as in the env runner actors (OMP_NUM_THREADS=1) and in `train`: with --env-runners 0
+    # the driver samples, and its default thread pool spun against any other process (the trivial env's
+    # step cost moved 3-13 ms from run to run on a busy 2-core machine)
+    torch.set_num_threads(1)
     env_cfg = {**(env_config or {}), "app": app}
     init_ray(address, env_runners)
     register()
