@@ -552,6 +552,7 @@ class PackPlan:
         self._live_cache: dict[str, tuple] = {}
         self._sels: dict[tuple, _Selection] = {}  # per (metric name, matchers): live rows kept up to date
         self._sel_keys: dict[str, tuple] = {}  # selector key -> (metric name, matchers)
+        self._tokens: dict[int, tuple] = {}  # per family: (family, rows, content token or None)
         self._last_labels: dict[str, list] = {}  # per node key, the label list of its last build
         self.excluded = 0  # rows left out at the last build
 
@@ -723,6 +724,14 @@ class PackPlan:
         for f in fams:
             e = ex.get(id(f))
             excl.append((e.rows, e.mask) if e is not None and e.fam is f and len(e.rows) else None)
+        tokens = None
+        if st.items is None and fams and not any(st.done) and excl.count(None) == len(excl):
+            # a first selection over families whose content an earlier store had: that store's selection
+            tokens = tuple(map(self._fam_token, fams))
+            if None in tokens:
+                tokens = None
+            elif _take_shared(st, (mkey, tokens), fams):
+                return st.parts, st.labels
         new = []
         for fi, fam in enumerate(fams):
             n = len(fam)
@@ -755,6 +764,8 @@ class PackPlan:
             new.sort()
             st.excl = excl
             st.set([it[:3] for it in new], [it[3] for it in new], fams)
+            if tokens is not None:
+                _share(st, (mkey, tokens), fams)
             return st.parts, st.labels
         old_items, old_labels = st.items, st.labels
         keep = None   # which items of the previous selection stay (None: all)
@@ -812,6 +823,27 @@ class PackPlan:
         # later label work (group keys, signatures, name drops...) redoes only the new rows
         note_grown(labels, prev_labels, at, keep)
         return st.parts, st.labels
+
+    def _fam_token(self, fam):
+        """A token of the family's content (name, label names, every row's label values, in order) where an
+        earlier family with that name and those label names had exactly this content when last compared, else
+        None (the content is remembered for the next one). Once per family and row count per plan."""
+        n = len(fam)
+        hit = self._tokens.get(id(fam))
+        if hit is not None and hit[0] is fam and hit[1] == n:
+            return hit[2]
+        shape = (fam.name, tuple(fam.label_names))
+        lvs = fam._label_values
+        rec = _FAM_CONTENT.get(shape)
+        if rec is not None and len(rec[0]) == n == len(lvs) and rec[0] == lvs:
+            tok = rec[1]
+        else:
+            if len(_FAM_CONTENT) >= FAM_CONTENT_MAX:
+                _FAM_CONTENT.clear()
+            _FAM_CONTENT[shape] = (list(lvs[:n]), object())
+            tok = None
+        self._tokens[id(fam)] = (fam, n, tok)
+        return tok
 
     def _build(self, t_min: int = 0) -> None:
         with np.errstate(all="ignore"):
@@ -1232,6 +1264,49 @@ class _Selection:
         flat = [(fams[fi], srt[bounds[fi]:bounds[fi + 1]] - fi * stride) for fi in range(len(fams))
                 if bounds[fi + 1] > bounds[fi]]
         self.parts = flat if ident else [("perm", np.searchsorted(srt, comb), flat)]
+
+
+#: per family shape (name, label names): (the label values of its rows when last compared, a token of them)
+_FAM_CONTENT: dict[tuple, tuple[list, object]] = {}
+FAM_CONTENT_MAX = 4000  #: shapes remembered before the record starts again
+#: first selections by (metric name and matchers, content tokens of its families): a selection is a pure function
+#: of the matchers and the families' content, so a new store's plan takes it instead of matching and sorting its
+#: rows again, and keeps the very label list, on which label work further up is memoised by identity
+#: (``values.memo``); family objects are replaced by their index (entries keep no store alive)
+_SHARED_SEL: dict[tuple, tuple] = {}
+SHARED_SEL_MAX = 2000  #: selections kept before the cache starts again
+
+
+def _share(st: "_Selection", key: tuple, fams: list) -> None:
+    """Keep a first selection (copies of its per-family lists: a plan's own lists are extended in place)."""
+    if len(_SHARED_SEL) >= SHARED_SEL_MAX:
+        _SHARED_SEL.clear()
+    at = {id(f): i for i, f in enumerate(fams)}
+    parts = st.parts
+    if parts and parts[0][0] == "perm":
+        tmpl = ("perm", parts[0][1], [(at[id(f)], r) for f, r in parts[0][2]])
+    else:
+        tmpl = (None, None, [(at[id(f)], r) for f, r in parts])
+    _SHARED_SEL[key] = (list(st.done), [list(x) for x in st.rows], [list(x) for x in st.lbs],
+                        [list(x) for x in st.keys], st.items, st.labels, st.f_arr, st.r_arr, tmpl)
+
+
+def _take_shared(st: "_Selection", key: tuple, fams: list) -> bool:
+    """Set a fresh ``_Selection`` to the kept first selection for ``key`` (False where there is none)."""
+    hit = _SHARED_SEL.get(key)
+    if hit is None:
+        return False
+    done, rows, lbs, keys, items, labels, f_arr, r_arr, (perm_tag, perm, flat) = hit
+    st.done = list(done)
+    st.rows = [list(x) for x in rows]
+    st.lbs = [list(x) for x in lbs]
+    st.keys = [list(x) for x in keys]
+    st.excl = [None] * len(fams)
+    st.items, st.labels, st.f_arr, st.r_arr = items, labels, f_arr, r_arr
+    st.done_sel = [len(r) for r in st.rows]
+    flat = [(fams[i], r) for i, r in flat]
+    st.parts = [(perm_tag, perm, flat)] if perm_tag is not None else flat
+    return True
 
 
 class _Excluded:

@@ -28,13 +28,32 @@ def test_tape_arrays_without_huge_page_advice_restore_the_switch():
         flip(before)
 
 
-def _clear_module_caches():
+def _module_caches():
     from sremarathon_env.alerts import engine as EN
     from sremarathon_env.alerts import plan as P
     from sremarathon_env.alerts import values as VA
-    for cache in (VA._MEMO, VA._MEMO_OLD, VA._GROWN, VA._PER_LB, P._AGG_LAYOUT, EN._ROW_ITEMS, EN._ROW_ITEMS_OLD):
-        cache.clear()
+    return [(VA, "_MEMO"), (VA, "_MEMO_OLD"), (VA, "_GROWN"), (VA, "_PER_LB"), (P, "_AGG_LAYOUT"),
+            (EN, "_ROW_ITEMS"), (EN, "_ROW_ITEMS_OLD"), (P, "_FAM_CONTENT"), (P, "_SHARED_SEL")]
+
+
+def _clear_module_caches():
+    from sremarathon_env.alerts import engine as EN
+    for mod, name in _module_caches():
+        getattr(mod, name).clear()
     EN._ROW_ITEMS_COUNT[0] = 0
+
+
+def _save_module_caches():
+    from sremarathon_env.alerts import engine as EN
+    return [dict(getattr(mod, name)) for mod, name in _module_caches()], EN._ROW_ITEMS_COUNT[0]
+
+
+def _restore_module_caches(saved):
+    from sremarathon_env.alerts import engine as EN
+    for (mod, name), d in zip(_module_caches(), saved[0]):
+        getattr(mod, name).clear()
+        getattr(mod, name).update(d)
+    EN._ROW_ITEMS_COUNT[0] = saved[1]
 
 
 def _store(pods, extra_empty=False):
@@ -94,3 +113,79 @@ def test_an_episode_after_another_equals_one_from_empty_caches():
     _clear_module_caches()
     cold = _ob_episode(7)
     assert warm == cold and warm[0]
+
+
+def _episode_store(rng, stable_pods):
+    """A store like an episode's: families whose rows every episode has (info, c_total of the stable pods) and
+    pod families whose rows differ per episode (m, h_bucket, a second family of m now and then)."""
+    from sremarathon_env.telemetry.store import MetricStore
+    from .test_plan_growth import _pod_name
+    store = MetricStore(step_s=15.0)
+    fams = {"m": store.family("m", ("pod", "svc", "phase")), "c": store.family("c_total", ("pod", "svc")),
+            "h": store.family("h_bucket", ("pod", "svc", "le")), "info": store.family("info", ("svc", "team"))}
+    if rng.random() < 0.5:
+        fams["m2"] = store.family("m", ("pod", "svc"))
+    pods = sorted({_pod_name(rng): str(rng.choice(["a", "b", "c"])) for _ in range(int(rng.integers(2, 7)))}.items())
+    return store, fams, pods, stable_pods
+
+
+def _write_tick(store, fams, pods, stable, tick, rng):
+    keys = pods + stable
+    info = [("a", "x"), ("b", "y"), ("c", "z")] + ([("d", "w")] if tick >= 12 else [])   # grows the same way
+    store.write(fams["info"], fams["info"].rows(info), tick, np.arange(1.0, len(info) + 1))
+    crow = fams["c"].rows(stable)
+    store.write(fams["c"], crow, tick, np.arange(len(stable)) * 0.0 + tick * 2.0)
+    if pods:
+        ph = [("Running", "Pending")[int(rng.integers(2))] for _ in keys]
+        store.write(fams["m"], fams["m"].rows([(p, s, x) for (p, s), x in zip(keys, ph)]), tick,
+                    rng.integers(0, 5, size=len(keys)).astype(float))
+        for i, le in enumerate(("0.1", "1", "+Inf")):
+            hr = fams["h"].rows([(p, s, le) for p, s in keys])
+            store.write(fams["h"], hr, tick, np.full(len(keys), tick * (i + 1.0)))
+    if "m2" in fams and tick % 3 == 0:
+        store.write(fams["m2"], fams["m2"].rows(keys[:2]), tick, np.ones(min(2, len(keys))))
+
+
+def test_plans_of_later_episodes_equal_plans_from_scratch():
+    """Episodes one after another in one process (first selections taken from an earlier store where its
+    families had the same content, label work found by list identity) against a plan built with every module
+    cache emptied and the generic evaluator, call after call while pods come and go."""
+    from types import SimpleNamespace
+
+    from sremarathon_env.alerts import PromQLEngine
+    from sremarathon_env.alerts import plan as P
+    from sremarathon_env.alerts.plan import PackPlan, _selectors
+
+    from .test_plan_growth import EXPRS, _pod_name, _same
+    _clear_module_caches()
+    rng = np.random.default_rng(11)
+    stable = [("s-1", "a"), ("s-2", "b"), ("s-3", "c")]
+    shared_lists = 0
+    prev_labels: dict = {}
+    for episode in range(8):
+        store, fams, pods, _ = _episode_store(rng, stable)
+        eng = PromQLEngine(store)
+        rules = [SimpleNamespace(name=f"r{i}", node=eng.compile(e)) for i, e in enumerate(EXPRS)]
+        plan = PackPlan(eng, rules)
+        generic = PromQLEngine(store)
+        for tick in range(24):
+            if tick % 6 == 5:   # a pod comes mid-episode (rows appended to the pod families)
+                pods = sorted(set(pods) | {(_pod_name(rng), "a")})
+            _write_tick(store, fams, pods, stable, tick, rng)
+            if tick % 4 != 3:
+                continue
+            times = np.arange(max(tick - 7, 0), tick + 1, dtype=np.int64) * 15000
+            got = plan.evaluate(times)
+            if tick == 3:   # the first build: the stable families' first selections are the earlier store's
+                first = {k: st.labels for k, st in plan._sels.items()}
+                shared_lists += sum(bool(lb) and lb is prev_labels.get(k) for k, lb in first.items())
+            saved = _save_module_caches()
+            _clear_module_caches()
+            fresh = PackPlan(PromQLEngine(store), rules).evaluate(times)
+            _restore_module_caches(saved)
+            for e, rule, a, b in zip(EXPRS, rules, got, fresh):
+                assert _same(a, b), (e, episode, tick)
+                assert _same(a, generic.evaluate(rule.node, times)), (e, episode, tick)
+        prev_labels = first
+        assert len(P._SHARED_SEL) <= P.SHARED_SEL_MAX and len(P._FAM_CONTENT) <= P.FAM_CONTENT_MAX
+    assert shared_lists >= 10   # the stable families' first selections were taken from earlier stores
