@@ -52,11 +52,11 @@ _SET_MADVISE_HUGEPAGE = getattr(getattr(getattr(np, "_core", None), "multiarray"
 def _empty_small_pages(shape: tuple, dtype) -> np.ndarray:
     """``np.empty`` without numpy's huge-page advice (``madvise(MADV_HUGEPAGE)`` on arrays of 4 MiB and more).
 
-    The tape's first sync writes a few columns of every row, so it touches nearly every page of the rows in
-    use at once. On huge pages each first touch makes the kernel find (and, where memory is fragmented, compact
-    for) a free 2 MiB page: a TT first sync then took 9 ms or 60-100 ms of system time at random (CPU of
-    Tape._start over 6 episodes: 90.5, 3.4, 90.7, 8.3, 100.2, 8.2 ms of system time). Ordinary pages cost a
-    steady ~1 us each. Values are the same either way (the arrays are uninitialised, see ``Tape._alloc``)."""
+    On huge pages a first touch makes the kernel find (and, where memory is fragmented, compact for) a free 2 MiB
+    page: with the earlier row-major layout, whose first sync touched every page of the rows in use at once, a TT
+    first sync took 9 ms or 60-100 ms of system time at random (6 episodes: 90.5, 3.4, 90.7, 8.3, 100.2, 8.2 ms).
+    Ordinary pages cost a steady ~1 us each. Values are the same either way (the arrays are uninitialised, see
+    ``Tape._alloc``)."""
     if _SET_MADVISE_HUGEPAGE is None:
         return np.empty(shape, dtype=dtype)
     old = _SET_MADVISE_HUGEPAGE(False)
@@ -162,8 +162,10 @@ class Tape:
         # V: values; CS: present samples in columns [0, k); PV: last present column <= k; POS: column of the
         # j-th present sample; PREV: value of the previous present sample (0 if none); RC: counter resets in
         # columns [0, k]; CC: value changes in columns [0, k]; LR: last reset column <= k (0 if none)
+        # column-major: a (slots, columns) view of a (columns, slots) array, so that the columns written so far
+        # are all the memory touched (row-major, a first sync touched every page of every row in use at once)
         for name, dt, extra in self._ARRAYS:
-            setattr(self, name, _empty_small_pages((n_slots, cap + extra), dt))
+            setattr(self, name, _empty_small_pages((cap + extra, n_slots), dt).T)
 
     def _grow(self, n_slots: int, cap: int) -> None:
         """Larger (uninitialised, see ``_alloc``) arrays holding what was written of the old ones."""
@@ -271,7 +273,7 @@ class Tape:
         pp[:, 0] = carry
         pp[:, 1:] = pv[:, :-1]
         has_prev = pp >= 0
-        prev = self.V.ravel().take((idx * self.cap_t)[:, None] + np.maximum(pp, 0))
+        prev = self.V.T.ravel().take(np.maximum(pp, 0) * self.cap_s + idx[:, None])
         prev = np.where(has_prev, prev, 0.0)
         self.PREV[sl, c0:c1] = prev
         step = p & has_prev
@@ -293,8 +295,8 @@ class Tape:
             self.LR[sl, c0:c1] = lr
         # the j-th present sample of a slot is at column POS[slot, j]; flat offsets of present cells
         rank = self.CS[sl, c0 : c1][:, :1] + cs - 1
-        flat = (idx * self.cap_t)[:, None] + rank
-        self.POS.ravel()[flat[p]] = np.broadcast_to(kidx, p.shape)[p]
+        flat = rank * self.cap_s + idx[:, None]
+        self.POS.T.ravel()[flat[p]] = np.broadcast_to(kidx, p.shape)[p]
         return True
 
 
@@ -328,23 +330,23 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     if N == 0 or R == 0:
         return np.zeros((R, T)), np.zeros((R, T), bool)
     cap = tape.cap_t
-    base = spec.col * cap  # flat offsets of the rows of the (slots, cap) arrays
-    base1 = spec.col * (cap + 1)
+    S = tape.cap_s  # the arrays are column-major: [slot, column] is at flat offset column * S + slot
+    base = spec.col
     ref = times[None, :] - spec.offset_ms[:, None]
     lo = np.maximum(-((spec.range_ms[:, None] + t0_ms - ref) // st), 0)
     hi = np.minimum((ref - t0_ms) // st, N - 1)
     nonempty = hi >= lo
     hi_c = np.maximum(hi, 0)
-    CS = tape.CS.ravel()
-    before = CS.take(base1 + np.minimum(lo, N))
-    cnt = np.where(nonempty, CS.take(base1 + hi_c + 1) - before, 0)
+    CS = tape.CS.T.ravel()
+    before = CS.take(base + np.minimum(lo, N) * S)
+    cnt = np.where(nonempty, CS.take(base + (hi_c + 1) * S) - before, 0)
     has = cnt > 0
-    last = np.where(has, tape.PV.ravel().take(base + hi_c), 0)
-    first = np.where(has, tape.POS.ravel().take(base + np.minimum(before, cap - 1)), 0)
-    ilast = base + last
-    ifirst = base + first
+    last = np.where(has, tape.PV.T.ravel().take(base + hi_c * S), 0)
+    first = np.where(has, tape.POS.T.ravel().take(base + np.minimum(before, cap - 1) * S), 0)
+    ilast = base + last * S
+    ifirst = base + first * S
     codes = spec.present
-    V = tape.V.ravel()
+    V = tape.V.T.ravel()
     out_v = out_p = None
     if spec.ext:
         ok = cnt >= 2
@@ -352,12 +354,12 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
         lv = V.take(ilast)
         result = lv - fv
         if spec.has_counter:
-            RC = tape.RC.ravel()
+            RC = tape.RC.T.ravel()
             nres = np.where(ok & spec.counter, RC.take(ilast) - RC.take(ifirst), 0)
             if nres.any():
                 one = nres == 1
-                pos = tape.LR.ravel().take(ilast)
-                result = np.where(one, result + tape.PREV.ravel().take(base + pos), result)
+                pos = tape.LR.T.ravel().take(ilast)
+                result = np.where(one, result + tape.PREV.T.ravel().take(base + pos * S), result)
                 for r, t in np.argwhere(nres >= 2):
                     a, b = int(first[r, t]), int(last[r, t])
                     row = tape.V[spec.slots[r]]
@@ -402,7 +404,7 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
             continue
         m = code == c
         if c in (3, 4):
-            A = (tape.CC if c == 3 else tape.RC).ravel()
+            A = (tape.CC if c == 3 else tape.RC).T.ravel()
             val = (A.take(ilast) - A.take(ifirst)).astype(np.float64)
             out_v = np.where(m, val, out_v)
         elif c == 5:
