@@ -520,21 +520,12 @@ class PackPlan:
         self.rules = list(rules)
         self.step_ms, self.t0_ms = promql.step_ms, promql.t0_ms
         self.lookback_ms = promql.limits.lookback_ms
-        names: set[str] = set()
-        self._all_families = False
-        for r in self.rules:
-            for sel in _selectors(r.node):
-                if sel.name is None:
-                    self._all_families = True
-                else:
-                    names.add(sel.name)
-        self._names = sorted(names)
+        self._all_families, self._names, self._rule_names, needs = _rules_info(self.rules)
         self._sig: tuple | None = None
         self._roots: list[_Node | None] = []
         self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
         self._lr_rows: dict[tuple, dict] = {}  # label_replace results per input label set
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
-        self._rule_names = [frozenset(s.name for s in _selectors(r.node)) for r in self.rules]
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
         self._name_sig: dict[str, tuple] = {}
         self._visits: list = []
@@ -543,7 +534,7 @@ class PackPlan:
         self.kept = 0  # rules whose nodes a rebuild kept
         # rows left out of every selector because they cannot have a sample in any window the plan reads
         # (families read through @ or a subquery, and name-less selectors, never leave any row out)
-        self._needs = {} if self._all_families else _family_needs(self.rules)
+        self._needs = needs
         self._excl: dict[int, _Excluded] = {}
         self._excl_t_ms = None  # the earliest evaluation time the exclusions were decided for
         self._excl_cols = 0  # columns the excluded rows are known to be empty up to
@@ -1190,6 +1181,36 @@ class PackPlan:
             except QueryError as err:
                 out.append(err)
         return out
+
+
+#: what a plan reads of its rules (any name-less selector, sorted metric names, the names each rule reads, how far
+#: back each name is read), by the identities of the rules' expression trees (held by the entry): every episode's
+#: plan has the frozen pack's rules
+_RULES_INFO: dict[tuple, tuple] = {}
+RULES_INFO_MAX = 16  #: rule lists kept before the cache starts again
+
+
+def _rules_info(rules: list) -> tuple:
+    """(any name-less selector, sorted metric names, names read per rule, ``_family_needs`` or {} where a
+    selector has no name); the same objects for the same expression trees (read only)."""
+    key = tuple(id(r.node) for r in rules)
+    hit = _RULES_INFO.get(key)
+    if hit is not None and all(a is r.node for a, r in zip(hit[0], rules)):
+        return hit[1]
+    names: set[str] = set()
+    all_families = False
+    for r in rules:
+        for sel in _selectors(r.node):
+            if sel.name is None:
+                all_families = True
+            else:
+                names.add(sel.name)
+    rule_names = [frozenset(s.name for s in _selectors(r.node)) for r in rules]
+    info = (all_families, sorted(names), rule_names, {} if all_families else _family_needs(rules))
+    if len(_RULES_INFO) >= RULES_INFO_MAX:
+        _RULES_INFO.clear()
+    _RULES_INFO[key] = (tuple(r.node for r in rules), info)
+    return info
 
 
 def _selectors(node: S.Node):

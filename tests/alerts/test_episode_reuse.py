@@ -186,6 +186,38 @@ def test_plans_of_later_episodes_equal_plans_from_scratch():
             for e, rule, a, b in zip(EXPRS, rules, got, fresh):
                 assert _same(a, b), (e, episode, tick)
                 assert _same(a, generic.evaluate(rule.node, times)), (e, episode, tick)
+            for st in plan._sels.values():   # the rows and family indices kept alongside the items
+                if st.items:
+                    assert st.r_arr.tolist() == [it[2] for it in st.items]
+                    assert st.f_arr.tolist() == [it[1] for it in st.items]
         prev_labels = first
         assert len(P._SHARED_SEL) <= P.SHARED_SEL_MAX and len(P._FAM_CONTENT) <= P.FAM_CONTENT_MAX
     assert shared_lists >= 10   # the stable families' first selections were taken from earlier stores
+
+
+def test_rules_info_is_shared_by_plans_of_the_same_rules_and_bounded(monkeypatch):
+    """What a plan reads of its rules is taken from an earlier plan of the same expression trees: equal to a
+    computation from scratch; other trees get their own; the cache keeps at most RULES_INFO_MAX rule lists."""
+    from types import SimpleNamespace
+
+    from sremarathon_env.alerts import PromQLEngine, load_rule_pack
+    from sremarathon_env.alerts import plan as P
+    from sremarathon_env.telemetry.store import MetricStore
+    rules = list(load_rule_pack().rules)
+    a = P.PackPlan(PromQLEngine(MetricStore()), rules)
+    b = P.PackPlan(PromQLEngine(MetricStore()), rules)
+    assert b._names is a._names and b._rule_names is a._rule_names and b._needs is a._needs
+    P._RULES_INFO.clear()
+    fresh = P._rules_info(rules)
+    assert (a._all_families, a._names, a._rule_names, a._needs) == fresh
+    eng = PromQLEngine(MetricStore())
+    monkeypatch.setattr(P, "RULES_INFO_MAX", 2)
+    for i, expr in enumerate(['up == 0', 'rate(x_total[5m] offset 1m) > 0', '{job="a"}', 'sum(y) by (z)']):
+        own = [SimpleNamespace(name="r", node=eng.compile(expr))]
+        all_families, names, rule_names, needs = P._rules_info(own)
+        sels = list(P._selectors(own[0].node))
+        assert all_families == any(s.name is None for s in sels)
+        assert names == sorted({s.name for s in sels if s.name is not None})
+        assert rule_names == [frozenset(s.name for s in sels)]
+        assert needs == ({} if all_families else P._family_needs(own))
+        assert len(P._RULES_INFO) <= 2
