@@ -37,6 +37,8 @@ from scratch if that column changed (a cheap guard, not a proof).
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 #: range functions the kernel evaluates, by code
@@ -45,8 +47,21 @@ CODES = {"rate": 0, "increase": 1, "delta": 2, "changes": 3, "resets": 4, "count
 _EXTRAPOLATED = (0, 1, 2)
 
 
-#: numpy's switch for asking the kernel for transparent huge pages on large arrays (None where absent)
-_SET_MADVISE_HUGEPAGE = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
+def _madvise_switch():
+    """numpy's switch for asking the kernel for transparent huge pages on large arrays (``numpy._core`` from numpy
+    2, ``numpy.core`` before), or None where there is none."""
+    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        fn = getattr(mod, "_set_madvise_hugepage", None)
+        if fn is not None:
+            return fn
+    return None
+
+
+_SET_MADVISE_HUGEPAGE = _madvise_switch()
 
 
 def _empty_small_pages(shape: tuple, dtype) -> np.ndarray:
