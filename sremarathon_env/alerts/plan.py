@@ -1295,13 +1295,21 @@ FAM_CONTENT_MAX = 4000  #: shapes remembered before the record starts again
 #: rows again, and keeps the very label list, on which label work further up is memoised by identity
 #: (``values.memo``); family objects are replaced by their index (entries keep no store alive)
 _SHARED_SEL: dict[tuple, tuple] = {}
-SHARED_SEL_MAX = 2000  #: selections kept before the cache starts again
+#: selections, and selected series in all, kept before the cache starts again (entries of a family whose content
+#: changed are never found again; a TT / OB / AS episode keeps ~30 selections of ~1800 / 420 / 600 series)
+SHARED_SEL_MAX = 400
+SHARED_SEL_ITEMS_MAX = 20_000
+_SHARED_ITEMS = [0]   # series in the kept selections
 
 
 def _share(st: "_Selection", key: tuple, fams: list) -> None:
     """Keep a first selection (copies of its per-family lists: a plan's own lists are extended in place)."""
-    if len(_SHARED_SEL) >= SHARED_SEL_MAX:
+    if len(st.items) > SHARED_SEL_ITEMS_MAX:
+        return
+    if len(_SHARED_SEL) >= SHARED_SEL_MAX or _SHARED_ITEMS[0] + len(st.items) > SHARED_SEL_ITEMS_MAX:
         _SHARED_SEL.clear()
+        _SHARED_ITEMS[0] = 0
+    _SHARED_ITEMS[0] += len(st.items)
     at = {id(f): i for i, f in enumerate(fams)}
     parts = st.parts
     if parts and parts[0][0] == "perm":

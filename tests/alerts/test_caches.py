@@ -40,24 +40,26 @@ def test_caches_stay_bounded_across_episodes_without_changing_results(monkeypatc
     want = _episodes(seeds)
     for mod, name, value in ((VA, "MEMO_GENERATION", 150), (VA, "GROWN_MAX", 40), (VA, "PER_LABEL_SET_MAX", 120),
                              (P, "AGG_LAYOUT_MAX", 15), (RP, "GO_FLOAT_MAX", 10), (EN, "ROW_ITEM_GENERATION", 300),
-                             (P, "SHARED_SEL_MAX", 8), (P, "FAM_CONTENT_MAX", 6)):
+                             (P, "SHARED_SEL_MAX", 8), (P, "SHARED_SEL_ITEMS_MAX", 150),
+                             (P, "FAM_CONTENT_MAX", 6)):
         monkeypatch.setattr(mod, name, value)
     # start from empty caches (a cache is trimmed when it takes a new entry)
     for cache in (VA._MEMO, VA._MEMO_OLD, VA._GROWN, VA._PER_LB, P._AGG_LAYOUT, RP._GO_FLOAT, EN._ROW_ITEMS,
                   EN._ROW_ITEMS_OLD, P._SHARED_SEL, P._FAM_CONTENT):
         cache.clear()
-    EN._ROW_ITEMS_COUNT[0] = 0
+    EN._ROW_ITEMS_COUNT[0] = P._SHARED_ITEMS[0] = 0
     sizes = []
 
     def check():
         s = (len(VA._MEMO) + len(VA._MEMO_OLD), len(VA._GROWN), max(len(d) for d in VA._PER_LB.values()),
              len(P._AGG_LAYOUT), len(RP._GO_FLOAT), sum(map(len, EN._ROW_ITEMS.values())),
-             sum(map(len, EN._ROW_ITEMS_OLD.values())), len(P._SHARED_SEL), len(P._FAM_CONTENT))
+             sum(map(len, EN._ROW_ITEMS_OLD.values())), len(P._SHARED_SEL), len(P._FAM_CONTENT),
+             sum(len(v[4]) for v in P._SHARED_SEL.values()))
         sizes.append(s)
         # a per-label-set cache is checked when a label function starts, which may then add one list's sets
         assert s[0] <= 2 * 150 and s[1] <= 41 and s[2] <= 120 + 600 and s[3] <= 16 and s[4] <= 11, s
         assert s[5] <= 300 and s[6] <= 300, s   # row items: one generation each
-        assert s[7] <= 8 and s[8] <= 6, s   # shared first selections, family contents
+        assert s[7] <= 8 and s[8] <= 6 and s[9] <= 150, s   # shared first selections (and their series), contents
 
     got = _episodes(seeds, check)
     assert got == want

@@ -41,19 +41,23 @@ def _clear_module_caches():
     for mod, name in _module_caches():
         getattr(mod, name).clear()
     EN._ROW_ITEMS_COUNT[0] = 0
+    from sremarathon_env.alerts import plan as P
+    P._SHARED_ITEMS[0] = 0
 
 
 def _save_module_caches():
     from sremarathon_env.alerts import engine as EN
-    return [dict(getattr(mod, name)) for mod, name in _module_caches()], EN._ROW_ITEMS_COUNT[0]
+    from sremarathon_env.alerts import plan as P
+    return [dict(getattr(mod, name)) for mod, name in _module_caches()], EN._ROW_ITEMS_COUNT[0], P._SHARED_ITEMS[0]
 
 
 def _restore_module_caches(saved):
     from sremarathon_env.alerts import engine as EN
+    from sremarathon_env.alerts import plan as P
     for (mod, name), d in zip(_module_caches(), saved[0]):
         getattr(mod, name).clear()
         getattr(mod, name).update(d)
-    EN._ROW_ITEMS_COUNT[0] = saved[1]
+    EN._ROW_ITEMS_COUNT[0], P._SHARED_ITEMS[0] = saved[1], saved[2]
 
 
 def _store(pods, extra_empty=False):
@@ -192,6 +196,7 @@ def test_plans_of_later_episodes_equal_plans_from_scratch():
                     assert st.f_arr.tolist() == [it[1] for it in st.items]
         prev_labels = first
         assert len(P._SHARED_SEL) <= P.SHARED_SEL_MAX and len(P._FAM_CONTENT) <= P.FAM_CONTENT_MAX
+        assert P._SHARED_ITEMS[0] == sum(len(v[4]) for v in P._SHARED_SEL.values()) <= P.SHARED_SEL_ITEMS_MAX
     assert shared_lists >= 10   # the stable families' first selections were taken from earlier stores
 
 
