@@ -91,7 +91,6 @@ class Tape:
             capacity = int(getattr(store, "capacity", 0) or 512) + 1
         self.store = store
         self.N = 0  # columns processed
-        self._key: dict[tuple[int, int], int] = {}
         self._fams: list = []  # families, by family slot
         self._fam_of: list[int] = []  # per slot: family index
         self._row_of: list[int] = []  # per slot: row in its family
@@ -106,36 +105,36 @@ class Tape:
         """Slot indices of ``(family, row)`` pairs (new ones are filled at the next ``sync``)."""
         out = np.empty(len(pairs), dtype=np.intp)
         for i, (fam, row) in enumerate(pairs):
-            k = (id(fam), int(row))
-            s = self._key.get(k)
-            if s is None:
-                s = self._key[k] = len(self._row_of)
-                try:
-                    fi = next(j for j, f in enumerate(self._fams) if f is fam)
-                except StopIteration:
-                    fi = len(self._fams)
-                    self._fams.append(fam)
-                    self._row_slot.append(np.full(0, -1, dtype=np.intp))
-                m = self._row_slot[fi]
-                if int(row) >= len(m):
-                    m = self._row_slot[fi] = np.concatenate([m, np.full(max(int(row) + 1, 2 * len(m)) - len(m), -1, dtype=np.intp)])
-                m[int(row)] = s
+            row = int(row)
+            fi = self._fam_index(fam)
+            m = self._row_slot[fi]
+            if row >= len(m):
+                m = self._row_slot[fi] = np.concatenate([m, np.full(max(row + 1, 2 * len(m)) - len(m), -1, dtype=np.intp)])
+            s = int(m[row])
+            if s < 0:
+                s = len(self._row_of)
+                m[row] = s
                 self._fam_of.append(fi)
-                self._row_of.append(int(row))
+                self._row_of.append(row)
                 self._pending.append(s)
             out[i] = s
         return out
+
+    def _fam_index(self, fam) -> int:
+        """The family's index (a new one for a family not seen yet)."""
+        fi = next((j for j, f in enumerate(self._fams) if f is fam), None)
+        if fi is None:
+            fi = len(self._fams)
+            self._fams.append(fam)
+            self._row_slot.append(np.full(0, -1, dtype=np.intp))
+        return fi
 
     def slots_of(self, flat) -> np.ndarray:
         """Slot indices of the rows of ``[(family, rows array)]``, in order (as ``slots`` on the pairs)."""
         outs = []
         for fam, rows in flat:
             rows = np.asarray(rows, dtype=np.intp)
-            fi = next((j for j, f in enumerate(self._fams) if f is fam), None)
-            if fi is None:
-                fi = len(self._fams)
-                self._fams.append(fam)
-                self._row_slot.append(np.full(0, -1, dtype=np.intp))
+            fi = self._fam_index(fam)
             m = self._row_slot[fi]
             need = int(rows.max()) + 1 if len(rows) else 0
             if need > len(m):
@@ -154,8 +153,6 @@ class Tape:
                 base = len(self._row_of)
                 ids = np.arange(base, base + len(fresh), dtype=np.intp)
                 m[fresh] = ids
-                for r, sl in zip(fl, ids.tolist()):
-                    self._key[(id(fam), r)] = sl
                 self._fam_of.extend([fi] * len(fl))
                 self._row_of.extend(fl)
                 self._pending.extend(ids.tolist())

@@ -29,3 +29,18 @@ def test_flat_views_share_the_arrays_memory_and_address_each_cell():
         assert flat[c * tape.cap_s + s] == arr[s, c]
     # the values the tape holds are the store's (slot s is row s here)
     assert np.array_equal(tape.V[:10, :40], store.families("c_total")[0]._data[:10, :40], equal_nan=True)
+
+
+def test_slots_by_pairs_and_by_row_arrays_agree_whichever_registers_first():
+    store = MetricStore(step_s=15.0)
+    a = store.family("a_total", ("i",))
+    b = store.family("b_total", ("i",))
+    a.rows([(str(i),) for i in range(6)])
+    b.rows([(str(i),) for i in range(4)])
+    tape = Tape(store)
+    first = tape.slots_of([(a, np.array([4, 1])), (b, np.array([2]))]).tolist()
+    assert first == [0, 1, 2]
+    assert tape.slots([(b, 2), (a, 1), (a, 5), (a, 4), (b, 0), (a, 5)]).tolist() == [2, 1, 3, 0, 4, 3]
+    assert tape.slots_of([(a, np.array([5, 0])), (b, np.array([0, 3]))]).tolist() == [3, 5, 4, 6]
+    assert tape._fam_of == [0, 0, 1, 0, 1, 0, 1] and tape._row_of == [4, 1, 2, 5, 0, 0, 3]
+    assert tape._pending == list(range(7))
