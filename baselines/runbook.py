@@ -99,6 +99,7 @@ RUNBOOK: dict[str, Row] = {
     "ServiceLatencyP99High": Row(20, "load", "latency", _scale_up),
     "ServiceLatencyP50High": Row(19, "load", "latency", _scale_up),
     "MessagingConsumerLatencyHigh": Row(19, "load", "latency", _scale_up),
+    "MessagingProducerLatencyHigh": Row(19, "load", "latency", _scale_up),
 }
 DEFAULT = Row(0, "unknown", "unknown", _restart)
 

@@ -83,5 +83,5 @@ CATALOGUE: dict[str, MetricDef] = {
     "kafka_consumergroup_lag": MetricDef("gauge", ("namespace", "consumergroup", "topic"), "messages not yet consumed"),
     # OpenTelemetry collector spanmetrics connector: messaging spans, for apps that run it (the Astronomy Shop)
     "traces_span_metrics_calls_total": MetricDef("counter", ("namespace", "service_name", "span_name", "span_kind", "status_code"), "producer and consumer spans of messaging edges by status (STATUS_CODE_UNSET, STATUS_CODE_ERROR)"),
-    "traces_span_metrics_duration_milliseconds": MetricDef("histogram", ("namespace", "service_name", "span_name", "span_kind"), "consumer span duration histogram (processing incl. its calls): _bucket{le}, _sum, _count"),
+    "traces_span_metrics_duration_milliseconds": MetricDef("histogram", ("namespace", "service_name", "span_name", "span_kind"), "span duration histogram (consumer: the processing incl. its own calls; producer: the publish): _bucket{le}, _sum, _count"),
 }

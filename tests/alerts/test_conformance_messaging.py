@@ -1,5 +1,5 @@
 """The messaging span rules (Astronomy Shop) over a faulted twin run, checked by promtool: a consumer that fails,
-one that slows down and a producer that cannot publish, with their recoveries."""
+one that slows down, a producer that cannot publish and a slow broker, with their recoveries."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from sremarathon_env.alerts.conformance import Batch, classify_expr_failures, pr
 pytestmark = [pytest.mark.promtool, pytest.mark.slow,
               pytest.mark.skipif(promtool_path() is None, reason="promtool not installed (Debian package 'prometheus')")]
 
-RULES = ("MessagingConsumerErrorsHigh", "MessagingProducerErrorsHigh", "MessagingConsumerLatencyHigh")
+RULES = ("MessagingConsumerErrorsHigh", "MessagingProducerErrorsHigh", "MessagingConsumerLatencyHigh",
+         "MessagingProducerLatencyHigh")
 EXPR_TIMES = [300.0, 420.0, 480.0, 600.0, 750.0, 900.0, 1080.0, 1200.0, 1350.0, 1500.0]
 ALERT_TIMES = [420.0, 600.0, 900.0, 1200.0, 1500.0]
 
@@ -31,6 +32,9 @@ def _run():
     sim.advance_to(1000)
     sim.remove_effect(h2)
     sim.remove_effect(h3)
+    h4 = sim.apply_effect(Effect(kind="latency", service="kafka", ms=1200))
+    sim.advance_to(1300)
+    sim.remove_effect(h4)
     sim.advance_to(1500)
     return sim
 
@@ -60,7 +64,7 @@ def test_messaging_rules_agree_with_promtool(tmp_path):
             batch.add_alerts(name, t, got)
     # each rule fires for the service the fault is on, and only there
     assert fired == {("MessagingConsumerErrorsHigh", "accounting"), ("MessagingConsumerLatencyHigh", "fraud-detection"),
-                     ("MessagingProducerErrorsHigh", "checkout")}
+                     ("MessagingProducerErrorsHigh", "checkout"), ("MessagingProducerLatencyHigh", "checkout")}
     assert batch.n_cases >= 40
     path = tmp_path / "messaging.yml"
     write_test_file(path, batch, [rules_path.name])

@@ -265,8 +265,10 @@ def messaging_span_rules(namespace: str) -> list[dict]:
     def by_span(expr: str) -> str:
         return f'label_replace({expr}, "service", "$1", "service_name", "(.+)")'
 
-    p95 = (f'histogram_quantile(0.95, sum by ({by}, le) (rate(traces_span_metrics_duration_milliseconds_bucket'
-           f'{{namespace="{namespace}",span_kind="SPAN_KIND_CONSUMER"}}[5m])))')
+    def p95(kind: str) -> str:
+        return (f'histogram_quantile(0.95, sum by ({by}, le) (rate(traces_span_metrics_duration_milliseconds_bucket'
+                f'{{namespace="{namespace}",span_kind="{kind}"}}[5m])))')
+
     return [
         rule("MessagingConsumerErrorsHigh", "messaging-errors", by_span(f"{err_ratio('SPAN_KIND_CONSUMER')} > 0.05"),
              "2m", "warning", "{{ $labels.service }} fails to process messages",
@@ -274,8 +276,11 @@ def messaging_span_rules(namespace: str) -> list[dict]:
         rule("MessagingProducerErrorsHigh", "messaging-errors", by_span(f"{err_ratio('SPAN_KIND_PRODUCER')} > 0.05"),
              "2m", "warning", "{{ $labels.service }} fails to publish messages",
              "{{ $value }} of {{ $labels.span_name }} spans of {{ $labels.service }} end in an error."),
-        rule("MessagingConsumerLatencyHigh", "messaging-latency", by_span(f"{p95} > 500"), "2m", "warning",
-             "{{ $labels.service }} processes messages slowly",
+        rule("MessagingConsumerLatencyHigh", "messaging-latency", by_span(f"{p95('SPAN_KIND_CONSUMER')} > 500"), "2m",
+             "warning", "{{ $labels.service }} processes messages slowly",
+             "p95 of {{ $labels.span_name }} at {{ $labels.service }} is {{ $value }} ms."),
+        rule("MessagingProducerLatencyHigh", "messaging-latency", by_span(f"{p95('SPAN_KIND_PRODUCER')} > 500"), "2m",
+             "warning", "{{ $labels.service }} publishes messages slowly",
              "p95 of {{ $labels.span_name }} at {{ $labels.service }} is {{ $value }} ms."),
     ]
 

@@ -5,7 +5,8 @@ publish, or a consumer whose processing fails or slows down, leaves the mesh met
 message rate the consumer lag stays small. Apps whose model sets ``span_metrics`` (the Astronomy Shop: the
 OpenTelemetry demo runs the connector) also export, for every asynchronous messaging edge:
 
-* the **producer** span at the caller of an edge into the broker (checkout's ``PublishOrders``): calls by status;
+* the **producer** span at the caller of an edge into the broker (checkout's ``PublishOrders``): calls by status
+  and a duration histogram (the publish alone: network and broker);
 * the **consumer** span at the callee of an edge out of the broker (accounting's and fraud-detection's
   ``ConsumeOrders``): calls by status and a duration histogram (processing as the consumer sees it, its own
   database calls and network included). Only messages that reach a consumer have spans: while it has no
@@ -15,7 +16,7 @@ Families (`sremarathon_env.telemetry.catalogue`): ``traces_span_metrics_calls_to
 span_name, span_kind, status_code}`` (``STATUS_CODE_UNSET`` for spans without error, ``STATUS_CODE_ERROR``; the
 error series appears with the first half error, as a counter does in Prometheus) and
 ``traces_span_metrics_duration_milliseconds_{bucket,sum,count}{namespace, service_name, span_name, span_kind}``
-on the mesh's bucket bounds. HTTP and gRPC spans are left out: the mesh metrics already carry them.
+(every span, errors included) on the mesh's bucket bounds. HTTP and gRPC spans are left out: the mesh metrics already carry them.
 
 >>> from sremarathon_env.backends.sim import SimBackend
 >>> sim = SimBackend("astronomy-shop", seed=0)
@@ -88,19 +89,18 @@ class SpanMetricsWriter:
         self.err_rows = np.full(len(self.spans), -1, dtype=np.intp)   # created with the first half error
         self.ok_cum = np.zeros(len(self.spans))
         self.err_cum = np.zeros(len(self.spans))
-        cons = [i for i, s in enumerate(self.spans) if s.kind == CONSUMER]
-        self.cons = np.array(cons, dtype=np.intp)
         self.consumer = np.array([s.kind == CONSUMER for s in self.spans], dtype=bool)
+        n = len(self.spans)
         self.h_bucket = st.family(DURATION + "_bucket", CATALOGUE[DURATION].labels + ("le",))
         self.h_sum = st.family(DURATION + "_sum", CATALOGUE[DURATION].labels)
         self.h_count = st.family(DURATION + "_count", CATALOGUE[DURATION].labels)
-        self.b_rows = np.array([self.h_bucket.rows([lv[i] + (le,) for le in _LE]) for i in cons],
-                               dtype=np.intp).reshape(len(cons), len(_LE))
-        self.s_rows = self.h_sum.rows([lv[i] for i in cons])
-        self.c_rows = self.h_count.rows([lv[i] for i in cons])
-        self.b_cum = np.zeros((len(cons), len(_LE)))
-        self.s_cum = np.zeros(len(cons))
-        self.c_cum = np.zeros(len(cons))
+        self.b_rows = np.array([self.h_bucket.rows([v + (le,) for le in _LE]) for v in lv],
+                               dtype=np.intp).reshape(n, len(_LE))
+        self.s_rows = self.h_sum.rows(lv)
+        self.c_rows = self.h_count.rows(lv)
+        self.b_cum = np.zeros((n, len(_LE)))
+        self.s_cum = np.zeros(n)
+        self.c_cum = np.zeros(n)
 
     def write(self, k0: int, K: int, dt: float, out) -> None:
         """Counters for ticks ``k0 .. k0+K-1`` from the traffic outputs ``out`` (leading tick axis)."""
@@ -124,13 +124,13 @@ class SpanMetricsWriter:
             self.err_rows[i] = self.calls.row(self._err_keys[i])
             first = int(np.argmax(er[:, i] >= 0.5))   # the series starts at the tick it reaches half an error
             self.calls._data[self.err_rows[i], k0 + first:k0 + K] = er[first:, i]
-        if not len(self.cons):
-            return
-        ce = e[self.cons]
-        n = out.edge_reached[:, ce] * dt              # every consumed message has a span
-        lat = out.edge_lat_src[:, ce]                 # the consumer's view incl. its network
-        cdf = bucket_cdf(lat.reshape(-1), out.edge_sigma[:, ce].reshape(-1)).reshape(K, len(ce), -1)
-        inc = np.empty((K, len(ce), len(_LE)))
+        # durations: a consumer span is the message's processing incl. its own calls and network (the edge's
+        # source view); a producer span is the publish alone (the hop's own part: the edge's latency in the
+        # twin also holds the asynchronous consumption behind the broker)
+        n = calls
+        lat = np.where(self.consumer, out.edge_lat_src[:, e], out.edge_own_lat[:, e])
+        cdf = bucket_cdf(lat.reshape(-1), out.edge_sigma[:, e].reshape(-1)).reshape(K, len(e), -1)
+        inc = np.empty((K, len(e), len(_LE)))
         np.multiply(cdf, n[..., None], out=inc[..., :-1])
         inc[..., -1] = n
         b = seqsum(self.b_cum, inc)
