@@ -12,9 +12,8 @@ from sremarathon_env.alerts.conformance import Batch, classify_expr_failures, pr
 pytestmark = [pytest.mark.promtool, pytest.mark.slow,
               pytest.mark.skipif(promtool_path() is None, reason="promtool not installed (Debian package 'prometheus')")]
 
-RULES = ("MessagingConsumerErrorsHigh", "MessagingProducerErrorsHigh", "MessagingConsumerLatencyHigh",
-         "MessagingProducerLatencyHigh")
-EXPR_TIMES = [300.0, 420.0, 480.0, 600.0, 750.0, 900.0, 1080.0, 1200.0, 1350.0, 1500.0]
+RULES = ("MessagingSpanErrorsHigh", "MessagingSpanLatencyHigh")
+EXPR_TIMES = [300.0 + 75.0 * i for i in range(17)]   # 300 .. 1500 s
 ALERT_TIMES = [420.0, 600.0, 900.0, 1200.0, 1500.0]
 
 
@@ -60,11 +59,13 @@ def test_messaging_rules_agree_with_promtool(tmp_path):
         firing = alerts.firing()
         for name in RULES:
             got = [(a["labels"], a["annotations"]) for a in firing if a["alertname"] == name]
-            fired |= {(name, labels["service"]) for labels, _ in got}
+            fired |= {(name, labels["service"], labels["span_kind"]) for labels, _ in got}
             batch.add_alerts(name, t, got)
     # each rule fires for the service the fault is on, and only there
-    assert fired == {("MessagingConsumerErrorsHigh", "accounting"), ("MessagingConsumerLatencyHigh", "fraud-detection"),
-                     ("MessagingProducerErrorsHigh", "checkout"), ("MessagingProducerLatencyHigh", "checkout")}
+    assert fired == {("MessagingSpanErrorsHigh", "accounting", "SPAN_KIND_CONSUMER"),
+                     ("MessagingSpanLatencyHigh", "fraud-detection", "SPAN_KIND_CONSUMER"),
+                     ("MessagingSpanErrorsHigh", "checkout", "SPAN_KIND_PRODUCER"),
+                     ("MessagingSpanLatencyHigh", "checkout", "SPAN_KIND_PRODUCER")}
     assert batch.n_cases >= 40
     path = tmp_path / "messaging.yml"
     write_test_file(path, batch, [rules_path.name])

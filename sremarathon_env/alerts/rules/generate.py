@@ -253,35 +253,27 @@ def entry_rules(app: str, namespace: str, entry: str) -> list[dict]:
 def messaging_span_rules(namespace: str) -> list[dict]:
     """Producer and consumer spans of the messaging edges (the collector's span metrics): what the mesh and,
     at a low message rate, the consumer lag cannot show (a consumer whose processing fails or slows down, a
-    producer that cannot publish). service = the span's service."""
-    calls = "traces_span_metrics_calls_total"
-    by = "namespace, service_name, span_name"
-
-    def err_ratio(kind: str) -> str:
-        sel = f'{calls}{{namespace="{namespace}",span_kind="{kind}"'
-        return (f'sum by ({by}) (rate({sel},status_code="STATUS_CODE_ERROR"}}[5m])) / '
-                f'sum by ({by}) (rate({sel}}}[5m]))')
+    producer that cannot publish or a slow broker). One rule per symptom over both span kinds (the kind is
+    a label); service = the span's service."""
+    calls = f'traces_span_metrics_calls_total{{namespace="{namespace}"'
+    by = "namespace, service_name, span_name, span_kind"
+    err = (f'sum by ({by}) (rate({calls},status_code="STATUS_CODE_ERROR"}}[5m])) / '
+           f'sum by ({by}) (rate({calls}}}[5m]))')
+    p95 = (f'histogram_quantile(0.95, sum by ({by}, le) (rate(traces_span_metrics_duration_milliseconds_bucket'
+           f'{{namespace="{namespace}"}}[5m])))')
 
     def by_span(expr: str) -> str:
         return f'label_replace({expr}, "service", "$1", "service_name", "(.+)")'
 
-    def p95(kind: str) -> str:
-        return (f'histogram_quantile(0.95, sum by ({by}, le) (rate(traces_span_metrics_duration_milliseconds_bucket'
-                f'{{namespace="{namespace}",span_kind="{kind}"}}[5m])))')
-
     return [
-        rule("MessagingConsumerErrorsHigh", "messaging-errors", by_span(f"{err_ratio('SPAN_KIND_CONSUMER')} > 0.05"),
-             "2m", "warning", "{{ $labels.service }} fails to process messages",
-             "{{ $value }} of {{ $labels.span_name }} spans of {{ $labels.service }} end in an error."),
-        rule("MessagingProducerErrorsHigh", "messaging-errors", by_span(f"{err_ratio('SPAN_KIND_PRODUCER')} > 0.05"),
-             "2m", "warning", "{{ $labels.service }} fails to publish messages",
-             "{{ $value }} of {{ $labels.span_name }} spans of {{ $labels.service }} end in an error."),
-        rule("MessagingConsumerLatencyHigh", "messaging-latency", by_span(f"{p95('SPAN_KIND_CONSUMER')} > 500"), "2m",
-             "warning", "{{ $labels.service }} processes messages slowly",
-             "p95 of {{ $labels.span_name }} at {{ $labels.service }} is {{ $value }} ms."),
-        rule("MessagingProducerLatencyHigh", "messaging-latency", by_span(f"{p95('SPAN_KIND_PRODUCER')} > 500"), "2m",
-             "warning", "{{ $labels.service }} publishes messages slowly",
-             "p95 of {{ $labels.span_name }} at {{ $labels.service }} is {{ $value }} ms."),
+        rule("MessagingSpanErrorsHigh", "messaging-errors", by_span(f"{err} > 0.05"), "2m", "warning",
+             "{{ $labels.service }} fails {{ $labels.span_name }}",
+             "{{ $value }} of {{ $labels.span_name }} spans ({{ $labels.span_kind }}) of {{ $labels.service }} "
+             "end in an error."),
+        rule("MessagingSpanLatencyHigh", "messaging-latency", by_span(f"{p95} > 500"), "2m", "warning",
+             "{{ $labels.service }} is slow in {{ $labels.span_name }}",
+             "p95 of {{ $labels.span_name }} spans ({{ $labels.span_kind }}) of {{ $labels.service }} is "
+             "{{ $value }} ms."),
     ]
 
 

@@ -75,68 +75,75 @@ def messaging_spans(m) -> list[Span]:
 
 
 class SpanMetricsWriter:
-    """Writes the span-metrics families of one twin (created by `MetricWriter` when the app sets them)."""
+    """Writes the span-metrics families of one twin (created by `MetricWriter` when the app sets them).
+
+    Every counter of the twin's spans is one column of a running total (per span: spans without error, with
+    error, the duration buckets, the duration sum and count), grown by one increments matrix per write."""
 
     def __init__(self, sim: "SimBackend"):
         st = sim.store
         ns = sim.app.namespace
         self.spans = messaging_spans(sim.m)
+        n = len(self.spans)
+        self.n = n
         self.edges = np.array([s.edge for s in self.spans], dtype=np.intp)
-        self.calls = st.family(CALLS, CATALOGUE[CALLS].labels)
+        self.consumer = np.array([s.kind == CONSUMER for s in self.spans], dtype=bool)
         lv = [(ns, s.service, s.span_name, s.kind) for s in self.spans]
+        self.calls = st.family(CALLS, CATALOGUE[CALLS].labels)
         self.ok_rows = self.calls.rows([v + (OK,) for v in lv])
         self._err_keys = [v + (ERROR,) for v in lv]
-        self.err_rows = np.full(len(self.spans), -1, dtype=np.intp)   # created with the first half error
-        self.ok_cum = np.zeros(len(self.spans))
-        self.err_cum = np.zeros(len(self.spans))
-        self.consumer = np.array([s.kind == CONSUMER for s in self.spans], dtype=bool)
-        n = len(self.spans)
+        self.err_rows = np.full(n, -1, dtype=np.intp)   # created with the first half error
         self.h_bucket = st.family(DURATION + "_bucket", CATALOGUE[DURATION].labels + ("le",))
         self.h_sum = st.family(DURATION + "_sum", CATALOGUE[DURATION].labels)
         self.h_count = st.family(DURATION + "_count", CATALOGUE[DURATION].labels)
-        self.b_rows = np.array([self.h_bucket.rows([v + (le,) for le in _LE]) for v in lv],
-                               dtype=np.intp).reshape(n, len(_LE))
+        self.b_rows = np.concatenate([self.h_bucket.rows([v + (le,) for le in _LE]) for v in lv]) if n else \
+            np.zeros(0, dtype=np.intp)
         self.s_rows = self.h_sum.rows(lv)
         self.c_rows = self.h_count.rows(lv)
-        self.b_cum = np.zeros((n, len(_LE)))
-        self.s_cum = np.zeros(n)
-        self.c_cum = np.zeros(n)
+        L = len(_LE)
+        # running totals: [ok (n) | error (n) | buckets (n x L, span-major) | duration sum (n) | count (n)]
+        self._b0, self._s0 = 2 * n, 2 * n + n * L
+        self.cum = np.zeros(4 * n + n * L)
 
     def write(self, k0: int, K: int, dt: float, out) -> None:
         """Counters for ticks ``k0 .. k0+K-1`` from the traffic outputs ``out`` (leading tick axis)."""
-        if not len(self.spans):
+        n = self.n
+        if not n:
             return
-        e = self.edges
+        e, cons = self.edges, self.consumer
+        b0, s0 = self._b0, self._s0
+        inc = np.empty((K, len(self.cum)))
         # a producer records every publish attempt, failed ones included (broker unreachable: an error); a
         # consumer only the messages it got (while it has no ready pod, messages wait: lag, no spans)
-        calls = np.where(self.consumer, out.edge_reached[:, e], out.edge_rate[:, e]) * dt
-        errs = np.where(self.consumer, out.edge_fail[:, e] - out.edge_unreach[:, e], out.edge_fail[:, e]) * dt
-        errs = np.minimum(np.maximum(errs, 0.0), calls)
-        ok = seqsum(self.ok_cum, calls - errs)
-        er = seqsum(self.err_cum, errs)
-        self.ok_cum, self.err_cum = ok[-1], er[-1]
-        cols = slice(k0, k0 + K)
-        self.calls._data[self.ok_rows, cols] = ok.T
-        old = np.flatnonzero(self.err_rows >= 0)
-        if len(old):
-            self.calls._data[self.err_rows[old], cols] = er[:, old].T
-        for i in np.flatnonzero((self.err_rows < 0) & (self.err_cum >= 0.5)):
-            self.err_rows[i] = self.calls.row(self._err_keys[i])
-            first = int(np.argmax(er[:, i] >= 0.5))   # the series starts at the tick it reaches half an error
-            self.calls._data[self.err_rows[i], k0 + first:k0 + K] = er[first:, i]
+        calls = np.where(cons, out.edge_reached[:, e], out.edge_rate[:, e])
+        calls *= dt
+        errs = np.where(cons, out.edge_fail[:, e] - out.edge_unreach[:, e], out.edge_fail[:, e])
+        errs *= dt
+        np.clip(errs, 0.0, calls, out=errs)
+        np.subtract(calls, errs, out=inc[:, :n])
+        inc[:, n:b0] = errs
         # durations: a consumer span is the message's processing incl. its own calls and network (the edge's
         # source view); a producer span is the publish alone (the hop's own part: the edge's latency in the
         # twin also holds the asynchronous consumption behind the broker)
-        n = calls
-        lat = np.where(self.consumer, out.edge_lat_src[:, e], out.edge_own_lat[:, e])
-        cdf = bucket_cdf(lat.reshape(-1), out.edge_sigma[:, e].reshape(-1)).reshape(K, len(e), -1)
-        inc = np.empty((K, len(e), len(_LE)))
-        np.multiply(cdf, n[..., None], out=inc[..., :-1])
-        inc[..., -1] = n
-        b = seqsum(self.b_cum, inc)
-        s = seqsum(self.s_cum, n * lat)
-        c = seqsum(self.c_cum, n)
-        self.b_cum, self.s_cum, self.c_cum = b[-1], s[-1], c[-1]
-        self.h_bucket._data[self.b_rows.reshape(-1), cols] = b.reshape(K, -1).T
-        self.h_sum._data[self.s_rows, cols] = s.T
-        self.h_count._data[self.c_rows, cols] = c.T
+        lat = np.where(cons, out.edge_lat_src[:, e], out.edge_own_lat[:, e])
+        cdf = bucket_cdf(lat.reshape(-1), out.edge_sigma[:, e].reshape(-1)).reshape(K, n, -1)
+        hb = inc[:, b0:s0].reshape(K, n, len(_LE))
+        np.multiply(cdf, calls[..., None], out=hb[..., :-1])
+        hb[..., -1] = calls
+        np.multiply(calls, lat, out=inc[:, s0:s0 + n])
+        inc[:, s0 + n:] = calls
+        tot = seqsum(self.cum, inc)
+        self.cum = tot[-1]
+        cols = slice(k0, k0 + K)
+        T = tot.T
+        self.calls._data[self.ok_rows, cols] = T[:n]
+        old = np.flatnonzero(self.err_rows >= 0)
+        if len(old):
+            self.calls._data[self.err_rows[old], cols] = T[n + old]
+        for i in np.flatnonzero((self.err_rows < 0) & (self.cum[n:b0] >= 0.5)):
+            self.err_rows[i] = self.calls.row(self._err_keys[i])
+            first = int(np.argmax(tot[:, n + i] >= 0.5))   # the series starts at the tick it reaches half an error
+            self.calls._data[self.err_rows[i], k0 + first:k0 + K] = tot[first:, n + i]
+        self.h_bucket._data[self.b_rows, cols] = T[b0:s0]
+        self.h_sum._data[self.s_rows, cols] = T[s0:s0 + n]
+        self.h_count._data[self.c_rows, cols] = T[s0 + n:]
