@@ -192,6 +192,9 @@ class AppSpec(_Strict):
     topology: Topology
     flags: list[FeatureFlag] = Field(default_factory=list)
     flags_config_map: str | None = None
+    #: the app's OpenTelemetry collector derives metrics from spans (spanmetrics connector): the twin exports
+    #: them for the messaging spans the mesh cannot see (`sremarathon_env.backends.sim.spanmetrics`)
+    span_metrics: bool = False
 
     @model_validator(mode="after")
     def _check_graph(self) -> "AppSpec":

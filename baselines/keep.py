@@ -271,8 +271,8 @@ class KeepPolicy(Policy):
         if self.roles.get(root) in ("datastore", "broker", "cache", "database"):
             if names & {"KubePodCrashLooping", "PodRestartingFrequently"}:
                 what = "down"
-            elif "ServiceLatencyP95High" in names and not (names & {"ServiceErrorRateHigh"}):
-                what = "slow-io"
+            elif any("Latency" in n for n in names) and not any("Error" in n or "Failure" in n for n in names):
+                what = "slow-io"   # slow, not failing (the pack's latency rules, no error-ratio rule)
             else:
                 what = "auth-revoked"
             return f"{root}:{what}", ("restart", {"service": root}), f"datastore {what}"

@@ -91,11 +91,13 @@ RUNBOOK: dict[str, Row] = {
     "ServiceCallFailuresHigh": Row(29, "network", "", _restart),
     "ServiceCallLatencyHigh": Row(28, "network", "", _restart),
     "ServiceTrafficStopped": Row(27, "network", "", _restart),
+    "MessagingSpanErrorsHigh": Row(30, "dependency", "", _restart),
     "KafkaConsumerLagHigh": Row(22, "load", "lag", _scale_up),
     "KafkaConsumerLagGrowing": Row(22, "load", "lag", _scale_up),
     "ServiceLatencyP99Critical": Row(21, "load", "latency", _scale_up),
     "ServiceLatencyP99High": Row(20, "load", "latency", _scale_up),
     "ServiceLatencyP50High": Row(19, "load", "latency", _scale_up),
+    "MessagingSpanLatencyHigh": Row(19, "load", "latency", _scale_up),
 }
 DEFAULT = Row(0, "unknown", "unknown", _restart)
 

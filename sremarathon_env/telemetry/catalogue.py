@@ -9,6 +9,8 @@ Request telemetry is modelled as a service mesh's (Istio standard metrics, ``rep
 for the server side, ``reporter="source"`` for the client side of an edge). Calls from the load
 generator have ``source_workload="loadgenerator"``. Entry-path traffic as the load generator sees it
 is ``loadgenerator_requests_total`` (status ``ok`` / ``failed``; ``slow`` counts requests over 2.5 s).
+Messaging (Kafka) spans, which the mesh cannot see, come from the OpenTelemetry collector's spanmetrics
+connector where the app runs it (``span_metrics`` in its model; `sremarathon_env.backends.sim.spanmetrics`).
 
 >>> CATALOGUE["kube_pod_status_ready"].labels
 ('namespace', 'pod', 'condition')
@@ -79,4 +81,7 @@ CATALOGUE: dict[str, MetricDef] = {
     "loadgenerator_degraded_requests_total": MetricDef("counter", ("namespace", "path", "method"), "entry requests that succeeded with a feature missing (ads, recommendations...)"),
     # async (Kafka / RabbitMQ)
     "kafka_consumergroup_lag": MetricDef("gauge", ("namespace", "consumergroup", "topic"), "messages not yet consumed"),
+    # OpenTelemetry collector spanmetrics connector: messaging spans, for apps that run it (the Astronomy Shop)
+    "traces_span_metrics_calls_total": MetricDef("counter", ("namespace", "service_name", "span_name", "span_kind", "status_code"), "producer and consumer spans of messaging edges by status (STATUS_CODE_UNSET, STATUS_CODE_ERROR)"),
+    "traces_span_metrics_duration_milliseconds": MetricDef("histogram", ("namespace", "service_name", "span_name", "span_kind"), "span duration histogram (consumer: the processing incl. its own calls; producer: the publish): _bucket{le}, _sum, _count"),
 }

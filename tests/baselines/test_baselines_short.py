@@ -95,3 +95,24 @@ def test_make_policy_errors():
         make_policy("nope")
     with pytest.raises(ValueError, match="ppo needs a checkpoint"):
         make_policy("ppo")
+
+
+def test_keep_names_a_slow_datastore_from_the_packs_latency_rules():
+    """A datastore with latency alerts and no error alerts is diagnosed slow-io (the rule names come from the pack)."""
+    from apps import load_app
+    from baselines.keep import KeepPolicy
+    from sremarathon_env.alerts import load_rule_pack
+
+    pack = {r.name for r in load_rule_pack().rules}
+    pol = KeepPolicy()
+    pol.reset(load_app("online-boutique"), 0)
+
+    def diag(*names):
+        assert set(names) <= pack
+        return pol._diagnose(None, "redis-cart", [{"alertname": n} for n in names], 600.0)[0]
+
+    assert diag("ServiceLatencyP99High") == "redis-cart:slow-io"
+    assert diag("ServiceCallLatencyHigh", "ServiceLatencyP50High") == "redis-cart:slow-io"
+    assert diag("ServiceLatencyP99High", "ServiceErrorRateHigh") == "redis-cart:auth-revoked"
+    assert diag("ServiceCallFailuresHigh") == "redis-cart:auth-revoked"
+    assert diag("KubePodCrashLooping") == "redis-cart:down"

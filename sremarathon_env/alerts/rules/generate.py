@@ -9,7 +9,7 @@ the names in ``sremarathon_env/telemetry/catalogue.py``.
 
 >>> text = render_pack()
 >>> text.splitlines()[0]
-'# sremarathon-rule-pack-version: 1.1.0'
+'# sremarathon-rule-pack-version: 1.2.0'
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-PACK_VERSION = "1.1.0"
+PACK_VERSION = "1.2.0"
 PACK_PATH = Path(__file__).with_name("pack.yaml")
 APPS = ("online-boutique", "train-ticket", "astronomy-shop")
 #: pod name = <deployment>-<10 chars>-<5 chars> (the ReplicaSet hash alphabet)
@@ -246,7 +246,35 @@ def entry_rules(app: str, namespace: str, entry: str) -> list[dict]:
                       f'label_replace(deriv(kafka_consumergroup_lag{{namespace="{namespace}"}}[5m]) > 1, '
                       '"service", "$1", "consumergroup", "(.+)")', "5m", "warning",
                       "Consumer group {{ $labels.consumergroup }} falling behind", "Lag of {{ $labels.topic }} grows by {{ $value }} messages/s."))
+        r.extend(messaging_span_rules(namespace))
     return r
+
+
+def messaging_span_rules(namespace: str) -> list[dict]:
+    """Producer and consumer spans of the messaging edges (the collector's span metrics): what the mesh and,
+    at a low message rate, the consumer lag cannot show (a consumer whose processing fails or slows down, a
+    producer that cannot publish or a slow broker). One rule per symptom over both span kinds (the kind is
+    a label); service = the span's service."""
+    calls = f'traces_span_metrics_calls_total{{namespace="{namespace}"'
+    by = "namespace, service_name, span_name, span_kind"
+    err = (f'sum by ({by}) (rate({calls},status_code="STATUS_CODE_ERROR"}}[5m])) / '
+           f'sum by ({by}) (rate({calls}}}[5m]))')
+    p95 = (f'histogram_quantile(0.95, sum by ({by}, le) (rate(traces_span_metrics_duration_milliseconds_bucket'
+           f'{{namespace="{namespace}"}}[5m])))')
+
+    def by_span(expr: str) -> str:
+        return f'label_replace({expr}, "service", "$1", "service_name", "(.+)")'
+
+    return [
+        rule("MessagingSpanErrorsHigh", "messaging-errors", by_span(f"{err} > 0.05"), "2m", "warning",
+             "{{ $labels.service }} fails {{ $labels.span_name }}",
+             "{{ $value }} of {{ $labels.span_name }} spans ({{ $labels.span_kind }}) of {{ $labels.service }} "
+             "end in an error."),
+        rule("MessagingSpanLatencyHigh", "messaging-latency", by_span(f"{p95} > 500"), "2m", "warning",
+             "{{ $labels.service }} is slow in {{ $labels.span_name }}",
+             "p95 of {{ $labels.span_name }} spans ({{ $labels.span_kind }}) of {{ $labels.service }} is "
+             "{{ $value }} ms."),
+    ]
 
 
 def build_pack() -> dict:

@@ -25,6 +25,7 @@ import numpy as np
 
 from sremarathon_env.backends.sim.cluster import rolling_params
 from sremarathon_env.backends.sim.traffic import bucket_cdf
+from sremarathon_env.backends.sim.spanmetrics import SpanMetricsWriter
 from sremarathon_env.backends.sim.util import seqsum
 from sremarathon_env.telemetry.catalogue import CATALOGUE, LATENCY_BUCKETS_MS
 from sremarathon_env.telemetry.store import Family, MetricStore
@@ -173,6 +174,8 @@ class MetricWriter:
             spec = m.edge_specs[e]
             topic = spec.operations[0] if spec.operations else m.svc_names[m.edges[e][1]]
             self.lag.row((ns, m.svc_names[m.edges[e][1]], topic))
+        # messaging span metrics (apps whose collector derives them)
+        self.spans = SpanMetricsWriter(sim) if sim.app.span_metrics else None
         # cAdvisor flows (per pod slot)
         self.cpu = family(st, "container_cpu_usage_seconds_total")
         self.periods = family(st, "container_cpu_cfs_periods_total")
@@ -270,6 +273,8 @@ class MetricWriter:
         self.lg_req._data[: self.lg_cum.size, cols] = lg.reshape(K, -1).T
         self.lg_slow._data[: len(self.lg_slow_cum), cols] = sl.T
         self.lg_deg._data[: len(self.lg_deg_cum), cols] = dg.T
+        if self.spans is not None:
+            self.spans.write(k0, K, dt, out)
 
     def write_pods(self, k0: int, K: int, cpu: np.ndarray, periods: np.ndarray, throttled: np.ndarray,
                    mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:

@@ -62,9 +62,11 @@ def test_store_families_match_catalogue():
             expect = CATALOGUE[base].labels + (("le",) if name.endswith("_bucket") else ())
             assert fam.label_names == expect, name
     missing = {n for n in CATALOGUE if not sim.store.families(n) and not sim.store.families(n + "_bucket")}
-    # no async edges in Online Boutique; no waiting or terminated containers while healthy
+    # no async edges in Online Boutique, nor span metrics (its model runs no spanmetrics connector); no waiting
+    # or terminated containers while healthy
     assert missing <= {"kafka_consumergroup_lag", "kube_pod_container_status_waiting_reason",
-                       "kube_pod_container_status_last_terminated_reason"}
+                       "kube_pod_container_status_last_terminated_reason", "traces_span_metrics_calls_total",
+                       "traces_span_metrics_duration_milliseconds"}
 
 
 def test_counters_are_monotonic_and_entry_counts_match_evidence():
