@@ -409,19 +409,8 @@ class PromQLEngine:
             n = len(fam)
             if ent[0] < n:
                 info, pos = self._row_info(fam, n)
-                # each matcher reads one value of a row's (name, *label values) tuple; "" where absent
-                mi = [(m, m.op == "=", pos.get(m.name, -1)) for m in sel.matchers]
                 fr, fl, fk = [], [], []
-                for r in range(ent[0], n):
-                    va, lb, k = info[r]
-                    for m, eq, i in mi:
-                        v = va[i] if i >= 0 else ""
-                        if not (v == m.value if eq else m.matches(v)):
-                            break
-                    else:
-                        fr.append(r)
-                        fl.append(lb)
-                        fk.append(k)
+                match_rows(info, pos, sel.matchers, ent[0], n, fr, fl, fk)
                 if fr:
                     # the lists are this cache's own (results copy them): extended in place
                     ent[1].extend(fr)
@@ -774,6 +763,23 @@ class PromQLEngine:
         if not out_l:
             return Vec.empty(T)
         return Vec(out_l, np.vstack(out_v), np.vstack(out_p))
+
+
+def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lbs: list, keys: list) -> None:
+    """Append to ``rows``, ``lbs`` and ``keys`` the rows ``lo .. hi-1`` of a family (`PromQLEngine._row_info`:
+    ``info[r]`` = (name and label values, label set, sort key), ``pos`` = label name -> position in the values)
+    whose values pass every matcher; a label a row lacks reads as ""."""
+    mi = [(m, m.op == "=", pos.get(m.name, -1)) for m in matchers]
+    for r in range(lo, hi):
+        va, lb, k = info[r]
+        for m, eq, i in mi:
+            v = va[i] if i >= 0 else ""
+            if not (v == m.value if eq else m.matches(v)):
+                break
+        else:
+            rows.append(r)
+            lbs.append(lb)
+            keys.append(k)
 
 
 def _bucket_quantile(q: np.ndarray, ubs: np.ndarray, C: np.ndarray, coalesce: bool = False) -> np.ndarray:

@@ -39,7 +39,7 @@ from itertools import compress
 import numpy as np
 
 from . import syntax as S
-from .engine import PromQLEngine, _bucket_quantile, _Ctx
+from .engine import PromQLEngine, _bucket_quantile, _Ctx, match_rows
 from .limits import QueryError
 from .rangefuncs import RANGE_FUNCS
 from .tape import CODES, KernelSpec, Tape, window_kernel
@@ -729,19 +729,9 @@ class PackPlan:
             if n == st.done[fi]:
                 continue
             info, pos = self.promql._row_info(fam, n)
-            mi = [(m, m.op == "=", pos.get(m.name, -1)) for m in sel.matchers]
             rows, lbs, keys = st.rows[fi], st.lbs[fi], st.keys[fi]
             a = len(rows)
-            for r in range(st.done[fi], n):
-                va, lb, k = info[r]
-                for m, eq, i in mi:
-                    v = va[i] if i >= 0 else ""
-                    if not (v == m.value if eq else m.matches(v)):
-                        break
-                else:
-                    rows.append(r)
-                    lbs.append(lb)
-                    keys.append(k)
+            match_rows(info, pos, sel.matchers, st.done[fi], n, rows, lbs, keys)
             st.done[fi] = n
             if None in keys[a:]:
                 st.fallback = True

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from faults.effects import Effect
-from sremarathon_env.alerts import AlertEngine, PromQLEngine, load_rule_pack
-from sremarathon_env.alerts.conformance import Batch, classify_expr_failures, promtool_path, run_promtool, write_test_file
+from sremarathon_env.alerts import AlertEngine
+from sremarathon_env.alerts.conformance import classify_expr_failures, promtool_path, run_promtool, write_test_file
+
+from .twin import promtool_setup
 
 pytestmark = [pytest.mark.promtool, pytest.mark.slow,
               pytest.mark.skipif(promtool_path() is None, reason="promtool not installed (Debian package 'prometheus')")]
@@ -41,12 +43,7 @@ def _run():
 def test_messaging_rules_agree_with_promtool(tmp_path):
     sim = _run()
     store = sim.store
-    pack = load_rule_pack()
-    rules_path = tmp_path / "pack.yaml"
-    rules_path.write_text(pack.text.replace("{{ $value }}", "(value)"))
-    test_pack = load_rule_pack(rules_path)
-    eng = PromQLEngine(store, default_step_s=15)
-    batch = Batch(store, stale_on_gap=True, evaluation_interval_ms=15000)
+    pack, rules_path, test_pack, eng, batch = promtool_setup(store, tmp_path)
     mine = [r for r in pack.rules if r.name in RULES]
     assert [r.name for r in mine] == list(RULES)
     for rule in mine:

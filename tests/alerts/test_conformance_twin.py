@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from sremarathon_env.alerts import AlertEngine, PromQLEngine, load_rule_pack
-from sremarathon_env.alerts.conformance import Batch, classify_expr_failures, promtool_path, run_promtool, write_test_file
+from sremarathon_env.alerts import AlertEngine
+from sremarathon_env.alerts.conformance import classify_expr_failures, promtool_path, run_promtool, write_test_file
 
-from .twin import faulted_run
+from .twin import faulted_run, promtool_setup
 
 pytestmark = [pytest.mark.promtool, pytest.mark.slow,
               pytest.mark.skipif(promtool_path() is None, reason="promtool not installed (Debian package 'prometheus')")]
@@ -23,14 +23,7 @@ ALERT_TIMES = [600.0, 900.0, 1200.0, 1500.0, 2400.0]
 def test_rule_pack_agrees_with_promtool_on_twin_series(tmp_path):
     sim = faulted_run()
     store = sim.store
-    pack = load_rule_pack()
-    # $value renders the last bits of sums that promtool adds in a random order; alert tests check
-    # labels, state and $labels rendering (exact $value rendering is checked on synthetic series).
-    rules_path = tmp_path / "pack.yaml"
-    rules_path.write_text(pack.text.replace("{{ $value }}", "(value)"))
-    test_pack = load_rule_pack(rules_path)
-    eng = PromQLEngine(store, default_step_s=15)
-    batch = Batch(store, stale_on_gap=True, evaluation_interval_ms=15000)
+    pack, rules_path, test_pack, eng, batch = promtool_setup(store, tmp_path)
     for rule in pack.rules:
         for t in EXPR_TIMES:
             batch.add_expr(rule.expr, t, eng.instant(rule.expr, t))

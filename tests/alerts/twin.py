@@ -36,3 +36,19 @@ def faulted_run(seed: int = 2):
     sim.remove_effect(h6)
     sim.advance_to(END_S)
     return sim
+
+
+def promtool_setup(store, tmp_path):
+    """(pack, rules file for promtool, the pack loaded from it, engine, batch) for a conformance test over
+    ``store``: ``$value`` renders the last bits of sums that promtool adds in a random order, so the alert tests
+    check labels, state and ``$labels`` rendering (exact ``$value`` rendering is checked on synthetic series)."""
+    from sremarathon_env.alerts import PromQLEngine, load_rule_pack
+    from sremarathon_env.alerts.conformance import Batch
+
+    pack = load_rule_pack()
+    rules_path = tmp_path / "pack.yaml"
+    rules_path.write_text(pack.text.replace("{{ $value }}", "(value)"))
+    test_pack = load_rule_pack(rules_path)
+    eng = PromQLEngine(store, default_step_s=15)
+    batch = Batch(store, stale_on_gap=True, evaluation_interval_ms=15000)
+    return pack, rules_path, test_pack, eng, batch
