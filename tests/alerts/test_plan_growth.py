@@ -22,6 +22,8 @@ from sremarathon_env.alerts.plan import PackPlan, _flatten, _gather, _selectors
 from sremarathon_env.alerts.values import edited_from
 from sremarathon_env.telemetry.store import MetricStore
 
+from .test_plan import _present
+
 EXPRS = [
     'm', 'm{phase="Running"}', 'm{svc=~"a|b"} > 1', 'm offset 1m',
     'sum by (svc) (m)', 'max without (pod) (m)', 'count by (phase) (m)', 'min by (svc, phase) (m)',
@@ -35,15 +37,6 @@ EXPRS = [
     'changes(m[2m])', 'count_over_time(m{phase="Pending"}[90s])', 'last_over_time(m[1m])',
     'max by (svc) (label_replace(rate(c_total[2m]) / on (pod) group_left m{phase="Running"}, "q", "$1", "svc", "(.*)"))',
 ]
-
-
-def _present(vec) -> dict:
-    out = {}
-    for lb, v, p in zip(vec.labels, vec.v, vec.p):
-        if p.any():
-            assert lb not in out
-            out[lb] = (p.tolist(), np.where(p, v, 0.0).view(np.int64).tolist())
-    return out
 
 
 def _same(a, b) -> bool:
