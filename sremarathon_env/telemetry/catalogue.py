@@ -22,6 +22,8 @@ from typing import Literal, NamedTuple
 
 #: Istio's default duration buckets (milliseconds), plus the implicit +Inf.
 LATENCY_BUCKETS_MS = (0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+#: their ``le`` label values, +Inf last (the duration histograms' bucket series)
+LE_LABELS = tuple(("%g" % b) for b in LATENCY_BUCKETS_MS) + ("+Inf",)
 
 
 class MetricDef(NamedTuple):

@@ -27,14 +27,13 @@ from sremarathon_env.backends.sim.cluster import rolling_params
 from sremarathon_env.backends.sim.traffic import bucket_cdf
 from sremarathon_env.backends.sim.spanmetrics import SpanMetricsWriter
 from sremarathon_env.backends.sim.util import seqsum
-from sremarathon_env.telemetry.catalogue import CATALOGUE, LATENCY_BUCKETS_MS
+from sremarathon_env.telemetry.catalogue import CATALOGUE, LE_LABELS
 from sremarathon_env.telemetry.store import Family, MetricStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from sremarathon_env.backends.sim.backend import SimBackend
 
 MI = float(2**20)
-LE_LABELS = tuple(("%g" % b) for b in LATENCY_BUCKETS_MS) + ("+Inf",)
 #: (reporter, response_code, response_flags) columns of the request counter matrix
 CODE_COLS = (("source", "200", "-"), ("source", "503", "UH"), ("source", "503", "UF"), ("source", "504", "UT"),
              ("source", "500", "-"), ("destination", "200", "-"), ("destination", "500", "-"))

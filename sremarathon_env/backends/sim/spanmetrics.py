@@ -35,7 +35,7 @@ import numpy as np
 
 from sremarathon_env.backends.sim.traffic import bucket_cdf
 from sremarathon_env.backends.sim.util import seqsum
-from sremarathon_env.telemetry.catalogue import CATALOGUE, LATENCY_BUCKETS_MS
+from sremarathon_env.telemetry.catalogue import CATALOGUE, LE_LABELS
 
 if TYPE_CHECKING:  # pragma: no cover
     from sremarathon_env.backends.sim.backend import SimBackend
@@ -46,7 +46,6 @@ CALLS = "traces_span_metrics_calls_total"
 DURATION = "traces_span_metrics_duration_milliseconds"
 OK, ERROR = "STATUS_CODE_UNSET", "STATUS_CODE_ERROR"
 PRODUCER, CONSUMER = "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER"
-_LE = tuple(f"{b:g}" for b in LATENCY_BUCKETS_MS) + ("+Inf",)
 
 
 class Span(NamedTuple):
@@ -96,11 +95,11 @@ class SpanMetricsWriter:
         self.h_bucket = st.family(DURATION + "_bucket", CATALOGUE[DURATION].labels + ("le",))
         self.h_sum = st.family(DURATION + "_sum", CATALOGUE[DURATION].labels)
         self.h_count = st.family(DURATION + "_count", CATALOGUE[DURATION].labels)
-        self.b_rows = np.concatenate([self.h_bucket.rows([v + (le,) for le in _LE]) for v in lv]) if n else \
+        self.b_rows = np.concatenate([self.h_bucket.rows([v + (le,) for le in LE_LABELS]) for v in lv]) if n else \
             np.zeros(0, dtype=np.intp)
         self.s_rows = self.h_sum.rows(lv)
         self.c_rows = self.h_count.rows(lv)
-        L = len(_LE)
+        L = len(LE_LABELS)
         # running totals: [ok (n) | error (n) | buckets (n x L, span-major) | duration sum (n) | count (n)]
         self._b0, self._s0 = 2 * n, 2 * n + n * L
         self.cum = np.zeros(4 * n + n * L)
@@ -127,7 +126,7 @@ class SpanMetricsWriter:
         # twin also holds the asynchronous consumption behind the broker)
         lat = np.where(cons, out.edge_lat_src[:, e], out.edge_own_lat[:, e])
         cdf = bucket_cdf(lat.reshape(-1), out.edge_sigma[:, e].reshape(-1)).reshape(K, n, -1)
-        hb = inc[:, b0:s0].reshape(K, n, len(_LE))
+        hb = inc[:, b0:s0].reshape(K, n, len(LE_LABELS))
         np.multiply(cdf, calls[..., None], out=hb[..., :-1])
         hb[..., -1] = calls
         np.multiply(calls, lat, out=inc[:, s0:s0 + n])
