@@ -10,8 +10,9 @@ Examples::
 
 >>> import argparse
 >>> p = argparse.ArgumentParser(); sub = p.add_subparsers(dest="command"); add_parser(sub)
->>> parse_seeds("0-3,7")
-[0, 1, 2, 3, 7]
+>>> a = p.parse_args(["schedule", "--app", "train-ticket", "--stats", "--seeds", "0-3,7"])
+>>> a.app, a.seeds
+('train-ticket', [0, 1, 2, 3, 7])
 """
 
 from __future__ import annotations
@@ -21,18 +22,24 @@ import json
 import sys
 from collections import Counter
 
-from sremarathon_env.seeds import parse_seeds
+from sremarathon_env.cli_args import app_name, non_negative_int, seed_list
 
 
 def _apps(arg: str | None) -> list[str]:
+    """The app given (argparse checked it with ``app_name``), else every app with a catalogue."""
     from faults.catalogue import catalogue_apps
 
-    avail = catalogue_apps()
-    if arg is None:
-        return avail
-    if arg not in avail:
-        raise SystemExit(f"error: unknown or unavailable app {arg!r}; available: {', '.join(avail)}")
-    return [arg]
+    return catalogue_apps() if arg is None else [arg]
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (v >= 0.0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
 
 
 def _console():
@@ -189,7 +196,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("faults", help="fault catalogue: list and validate")
     fs = p.add_subparsers(dest="faults_command", metavar="ACTION", required=True)
     pl = fs.add_parser("list", help="list the catalogue")
-    pl.add_argument("--app", default=None)
+    pl.add_argument("--app", type=app_name, default=None)
     pl.add_argument("--category", choices=CATEGORIES)
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(func=cmd_list)
@@ -198,20 +205,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             ("detect", cmd_detect, "inject every fault alone with the rule pack: does an attributable alert fire?",
              "late or undetected faults to print")):
         pv = fs.add_parser(name, help=text)
-        pv.add_argument("--app", default=None)
+        pv.add_argument("--app", type=app_name, default=None)
         pv.add_argument("--category", choices=CATEGORIES)
-        pv.add_argument("--limit", type=int, default=0, help="only the first N faults per app")
-        pv.add_argument("--seed", type=int, default=0)
-        pv.add_argument("--show", type=int, default=40, help=show)
+        pv.add_argument("--limit", type=non_negative_int, default=0, help="only the first N faults per app (0: all)")
+        pv.add_argument("--seed", type=non_negative_int, default=0)
+        pv.add_argument("--show", type=non_negative_int, default=40, help=show)
         pv.set_defaults(func=func)
 
     ps = sub.add_parser("schedule", help="print a marathon schedule and its digest, or calibration figures")
-    ps.add_argument("--app", default=None)
-    ps.add_argument("--seed", type=int, default=None)
+    ps.add_argument("--app", type=app_name, default=None)
+    ps.add_argument("--seed", type=non_negative_int, default=None)
     ps.add_argument("--stats", action="store_true", help="calibration figures over --seeds")
-    ps.add_argument("--seeds", type=parse_seeds, default=list(range(20)))
+    ps.add_argument("--seeds", type=seed_list, default=list(range(20)))
     ps.add_argument("--no-noise", action="store_true")
-    ps.add_argument("--noise-rate", type=float, default=1.0)
+    ps.add_argument("--noise-rate", type=_non_negative_float, default=1.0)
     ps.add_argument("--json", action="store_true")
     ps.set_defaults(func=cmd_schedule)
 

@@ -30,6 +30,23 @@ BAD = [
     (["train", "--app", "bogus"], "argument --app: unknown app 'bogus'"),
     (["train", "--iterations", "0"], "argument --iterations: must be >= 1, got 0"),
     (["train-bench", "--envs-per-runner", "0"], "argument --envs-per-runner: must be >= 1, got 0"),
+    # checked before training starts (they were read only after the last iteration)
+    (["train", "--eval-seeds", "9-3"], "argument --eval-seeds: bad seed list '9-3'"),
+    (["train", "--hiddens", "64,0"], "argument --hiddens: bad --hiddens '64,0'"),
+    (["train", "--gamma", "1.5"], "argument --gamma: must be in (0, 1], got 1.5"),
+    (["train", "--gae-lambda", "0"], "argument --gae-lambda: must be in (0, 1], got 0.0"),
+    (["train", "--lr=-1e-3"], "argument --lr: must be a finite number > 0, got -1e-3"),
+    (["train", "--entropy-coeff", "nan"], "argument --entropy-coeff: must be a finite number >= 0, got nan"),
+    (["train", "--epochs", "0"], "argument --epochs: must be >= 1, got 0"),
+    (["train", "--minibatch", "-4"], "argument --minibatch: must be >= 1, got -4"),
+    (["train", "--train-batch", "0"], "argument --train-batch: must be >= 1, got 0"),
+    (["schedule", "--app", "bogus", "--seed", "0"], "argument --app: unknown app 'bogus'"),
+    (["schedule", "--seed", "-3"], "argument --seed: must be >= 0, got -3"),
+    (["schedule", "--noise-rate", "-1"], "argument --noise-rate: must be a finite number >= 0, got -1"),
+    (["schedule", "--stats", "--seeds", "x"], "argument --seeds: bad seed 'x'"),
+    (["faults", "list", "--app", "bogus"], "argument --app: unknown app 'bogus'"),
+    (["faults", "detect", "--limit", "-1"], "argument --limit: must be >= 0, got -1"),
+    (["faults", "validate", "--seed", "x"], "argument --seed: not an integer: 'x'"),
     (["cluster", "up", "--app", "bogus"], "argument --app: unknown app 'bogus'"),
 ]
 
@@ -53,6 +70,12 @@ def test_good_arguments_parse_to_values():
     assert (a.seeds, a.policies, a.workers, a.injection_s, a.observation_s) == ([0, 1, 3], ["noop", "keep"], 1, 600, 0)
     r = build_parser().parse_args(["run", "--app", "astronomy-shop", "--seed", "7", "--policy", "oracle"])
     assert (r.app, r.seed, r.policy) == ("astronomy-shop", 7, "oracle")
+    # train keeps --eval-seeds and --hiddens as given (they are printed in the reproduction command)
+    t = build_parser().parse_args(["train", "--eval-seeds", "100-102", "--hiddens", "64,32", "--gamma", "1",
+                                   "--lr", "1e-3", "--entropy-coeff", "0"])
+    assert (t.eval_seeds, t.hiddens, t.gamma, t.lr, t.entropy_coeff) == ("100-102", "64,32", 1.0, 1e-3, 0.0)
+    s = build_parser().parse_args(["schedule", "--app", "train-ticket", "--seed", "0", "--noise-rate", "0.5"])
+    assert (s.app, s.seed, s.noise_rate) == ("train-ticket", 0, 0.5)
 
 
 def test_ppo_spec_accepts_an_existing_directory(tmp_path):
