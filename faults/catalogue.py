@@ -33,7 +33,7 @@ from apps.spec import AppSpec, Call
 from faults.effects import Effect, Marker
 from faults.model import Artifact, Fault, FileChange, Probe, Realisation, RepairOption
 
-CATALOGUE_VERSION = "2025.06-r2"
+CATALOGUE_VERSION = "2025.06-r3"
 DATA = Path(__file__).parent / "data"
 PREFIX = {"online-boutique": "ob", "train-ticket": "tt", "astronomy-shop": "as"}
 DEVELOPERS = ("Ana Ruiz", "Bo Chen", "Chidi Okafor", "Dana Levi", "Emil Novak", "Farah Haddad",

@@ -58,6 +58,20 @@ def test_faults_are_internally_consistent(app):
 
 
 @pytest.mark.parametrize("app", APPS)
+def test_expected_alerts_are_rules_of_the_pack(app):
+    """A fault's expected alerts name alerts the frozen rule pack can raise (the reference templates' names,
+    such as ServiceLatencyP95High or ErrorBudgetBurn, are the pack's ServiceLatencyP99High and
+    ErrorBudgetBurnFast/Medium/Slow; the pack has no node CPU rule)."""
+    from sremarathon_env.alerts import load_rule_pack
+
+    names = {r.name for r in load_rule_pack().rules}
+    cat = load_catalogue(app)
+    unknown = sorted({(a, f.template) for f in cat for a in f.expected_alerts if a not in names})
+    assert not unknown, unknown[:10]
+    assert sum(bool(f.expected_alerts) for f in cat) >= 0.9 * len(cat)
+
+
+@pytest.mark.parametrize("app", APPS)
 def test_change_driven_faults_are_real_diffs_that_pass_the_pipeline(app):
     spec = load_app(app)
     n = 0
