@@ -475,7 +475,7 @@ class MetricWriter:
         """Write every state run's constant values for ticks ``[start, upto)``."""
         if upto <= 0:
             return
-        if upto > self.store._capacity:
+        if upto > self.store._cols:
             self.store.set_n_ticks(upto)
         for run in self._runs.values():
             fam, r0, r1, dense, start = run
