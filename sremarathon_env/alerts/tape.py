@@ -82,9 +82,11 @@ def _empty_small_pages(shape: tuple, dtype) -> np.ndarray:
 
 
 
-#: up to this many columns, running sums and maxima over the time axis go row by row (numpy's ``accumulate``
-#: along an axis steps element by element, ~3 ns each; a row at a time is one vector operation per column)
+#: up to this many columns and from this many slots, running sums and maxima over the time axis go row by row
+#: (numpy's ``accumulate`` along an axis steps element by element, ~3 ns each; a row at a time is one vector operation
+#: per column, ~0.5 us: it pays from ~250 slots)
 _ROWWISE_MAX = 32
+_ROWWISE_MIN_SLOTS = 256
 
 
 def _running(ufunc, a: np.ndarray) -> np.ndarray:
@@ -93,8 +95,11 @@ def _running(ufunc, a: np.ndarray) -> np.ndarray:
     >>> a = np.array([[1, 0], [0, 2], [3, 1]])
     >>> _running(np.add, a.copy()).tolist() == np.add.accumulate(a, axis=0).tolist()
     True
+    >>> a = np.arange(3 * 300).reshape(3, 300) % 7    # row by row
+    >>> _running(np.maximum, a.copy()).tolist() == np.maximum.accumulate(a, axis=0).tolist()
+    True
     """
-    if len(a) > _ROWWISE_MAX:
+    if len(a) > _ROWWISE_MAX or a.shape[1] < _ROWWISE_MIN_SLOTS:
         return ufunc.accumulate(a, axis=0, out=a)
     for k in range(1, len(a)):
         ufunc(a[k - 1], a[k], out=a[k])
@@ -216,9 +221,15 @@ class Tape:
         for name, _, extra in self._ARRAYS:
             getattr(self, name)[:keep, : N + extra] = old[name][:keep, : N + extra]
 
-    def _fam_groups(self, slots: np.ndarray):
-        fam_of = np.asarray(self._fam_of, dtype=np.intp)[slots]
-        row_of = np.asarray(self._row_of, dtype=np.intp)[slots]
+    def _fam_groups(self, slots):
+        """[(family, positions in ``slots``, rows)] of the slots ``slots`` (an index array, or a slice of the slots
+        in order: only that part of the per-slot lists is read)."""
+        if isinstance(slots, slice):
+            fam_of = np.asarray(self._fam_of[slots], dtype=np.intp)
+            row_of = np.asarray(self._row_of[slots], dtype=np.intp)
+        else:
+            fam_of = np.asarray(self._fam_of, dtype=np.intp)[slots]
+            row_of = np.asarray(self._row_of, dtype=np.intp)[slots]
         out = []
         for fi in np.unique(fam_of).tolist():
             m = np.flatnonzero(fam_of == fi)
@@ -253,13 +264,17 @@ class Tape:
             return
         if self._pending:
             sl = np.asarray(self._pending, dtype=np.intp)
-            new = self._fam_groups(sl)
-            self._extend(sl, sl, new, 0, self.N)
+            # slots are numbered as they are registered, so the pending ones are a range: read and written through a
+            # slice (basic indexing), not through the index array (the same cells)
+            lo = int(sl[0])
+            part = slice(lo, lo + len(sl)) if np.array_equal(sl, np.arange(lo, lo + len(sl))) else sl
+            new = self._fam_groups(part)
+            self._extend(part, sl, new, 0, self.N)
             self._pending = []
             if self._groups is not None:   # the new slots join their families' groups
                 self._groups = self._merge_groups(self._groups, [(fam, sl[m], rows) for fam, m, rows in new])
         if self._groups is None:
-            self._groups = self._fam_groups(np.arange(S, dtype=np.intp))
+            self._groups = self._fam_groups(slice(0, S))
         if n > self.N:
             if not self._extend(slice(0, S), np.arange(S, dtype=np.intp), self._groups, self.N, n):
                 self.resets += 1  # a column already read was rewritten: start again
@@ -269,7 +284,7 @@ class Tape:
 
     def _start(self, S: int, n: int) -> None:
         self._pending = []
-        self._groups = self._fam_groups(np.arange(S, dtype=np.intp))
+        self._groups = self._fam_groups(slice(0, S))
         self._extend(slice(0, S), np.arange(S, dtype=np.intp), self._groups, 0, n)
         self.N = n
 

@@ -184,10 +184,17 @@ def _summaries_by_definition(vals: np.ndarray) -> dict[str, list]:
     return out
 
 
+@pytest.mark.parametrize("shuffled", [False, True])
+@pytest.mark.parametrize("rowwise", [False, True])
 @pytest.mark.parametrize("chunks", [(1, 8), (8,), (3, 40, 1, 70)])
-def test_summaries_equal_their_definitions_in_any_chunking(chunks):
-    # columns arrive in chunks of these sizes (in turn; a chunk over 32 columns takes numpy's accumulate, smaller
-    # ones the row-by-row running sums), series registered in batches (late ones from column 0, by index array)
+def test_summaries_equal_their_definitions_in_any_chunking(chunks, rowwise, shuffled, monkeypatch):
+    # columns arrive in chunks of these sizes (in turn; with ``rowwise`` chunks of up to 32 columns take the
+    # row-by-row running sums, all others numpy's accumulate), series registered in batches (late ones from column 0,
+    # through a slice; ``shuffled``: their pending list out of order, through the index array)
+    import sremarathon_env.alerts.tape as tape_mod
+
+    if rowwise:
+        monkeypatch.setattr(tape_mod, "_ROWWISE_MIN_SLOTS", 0)
     store = _store(11, 24, 150)
     fam = store.families("c_total")[0]
     tape = Tape(store, capacity=16)
@@ -197,6 +204,8 @@ def test_summaries_equal_their_definitions_in_any_chunking(chunks):
         if want > registered:
             tape.slots([(fam, r) for r in range(registered, want)])
             registered = want
+            if shuffled:
+                tape._pending.reverse()
         n = min(150, n + chunks[i % len(chunks)])
         i += 1
         tape.sync(n)
