@@ -77,6 +77,15 @@ class Family:
                 self._fill(idx)
         return idx
 
+    def reserve(self, n: int) -> None:
+        """Allocate room for ``n`` rows in all (spare rows stay uninitialised), for a caller about to create
+        that many: one allocation instead of doubling through the sizes below (each a copy of the rows in use)."""
+        data = self._data
+        if n > data.shape[0]:
+            grown = np.empty((n, data.shape[1]))
+            grown[: self._filled] = data[: self._filled]
+            self._data = grown
+
     def _fill(self, idx: int) -> None:
         """Make rows up to ``idx`` (and a few beyond) NaN, growing the allocation to hold them."""
         data = self._data

@@ -146,6 +146,10 @@ class MetricWriter:
         self.h_sum = family(st, "istio_request_duration_milliseconds", "_sum")
         self.h_count = family(st, "istio_request_duration_milliseconds", "_count")
         self.reporters = ("source", "destination")
+        n_lv = 2 * len(self.mesh_edges)   # (edge, reporter) label sets, made below: room for them at once
+        self.h_bucket.reserve(len(self.h_bucket) + n_lv * len(LE_LABELS))
+        self.h_sum.reserve(len(self.h_sum) + n_lv)
+        self.h_count.reserve(len(self.h_count) + n_lv)
         for e in self.mesh_edges:
             for r in self.reporters:
                 lv = (ns, r, m.workload(m.edges[e][0]), m.workload(m.edges[e][1]))
@@ -446,7 +450,7 @@ class MetricWriter:
                 return True
         if keys is None:
             keys, vals = series()
-        before = {} if old is None else old[1].copy()
+        before = None if old is None else old[1].copy()   # (a new object: every entry is new)
         entries = {}
         rows = []
         fams = self._fams
@@ -460,7 +464,7 @@ class MetricWriter:
                 row = fam.row(lv)
             rows.append(row)
             entries[(name, row)] = value
-            prev = before.pop((name, row), None)
+            prev = None if before is None else before.pop((name, row), None)
             if prev is None or prev != value:
                 vl = cur.get(name)
                 if vl is None or row >= len(vl[0]):
@@ -468,7 +472,7 @@ class MetricWriter:
                 vl[0][row] = value
                 vl[1][row] = True
                 dirty.add(name)
-        for (name, row) in before:   # series the object no longer has
+        for (name, row) in before or ():   # series the object no longer has
             vl = cur[name]
             vl[0][row] = np.nan
             vl[1][row] = False

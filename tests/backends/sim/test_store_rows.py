@@ -129,3 +129,26 @@ def test_a_short_twin_run_allocates_the_reserved_columns_only():
     assert {f._data.shape[1] for f in st._order} == {store_mod.COLS_RESERVED}
     sim.advance_to(store_mod.COLS_RESERVED * 15.0)   # the first tick past them
     assert {f._data.shape[1] for f in st._order} == {368} and st.capacity == 368
+
+
+def test_reserved_rows_read_as_their_definition(monkeypatch):
+    """`Family.reserve` allocates room without initialising it: rows made after it read NaN until written,
+    rows made before keep their samples, and a reservation below the allocation changes nothing."""
+    monkeypatch.setattr(store_mod, "np", _JunkEmpty())
+    store = MetricStore(step_s=15.0, capacity=8)
+    fam = store.family("a", ("x",))
+    plain = _Plain(8)
+    for k in range(5):
+        plain.row(fam.row((str(k),)))
+    store.write(fam, np.array([1, 3]), 2, np.array([4.0, 5.0]))
+    plain.data[[1, 3], 2] = [4.0, 5.0]
+    fam.reserve(3)                         # below the allocation: nothing to do
+    assert fam._data.shape[0] == store_mod.ROWS_RESERVED
+    fam.reserve(100)
+    assert fam._data.shape[0] == 100
+    for k in range(5, 90):
+        plain.row(fam.row((str(k),)))
+    assert fam._data.shape[0] == 100       # no growth while within the reservation
+    store.write(fam, np.array([70]), 5, np.array([6.0]))
+    plain.data[70, 5] = 6.0
+    _same(fam, plain, 8)
