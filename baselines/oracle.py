@@ -18,7 +18,10 @@ Repairs of one invocation run in an order where none undoes another on the same 
 (the latest fault's first), then template edits (config, resources), then restarts; a rollback of a
 service to a revision older than an edit or restart done on it earlier for a fault that is still live is
 followed by that edit or restart again (the old template lacks it, or the old ReplicaSet still runs the
-pods the fault was injected into). A fault that ended before it could be handled is still reported when
+pods the fault was injected into). A restart is put off while a restart this policy made at an earlier
+invocation of the same service is still rolling out (for at most `RESTART_WAIT_S`): a second restart would
+replace the rollout's new pods and set back every fault that rollout is repairing, and the first one may
+repair this fault as well. A fault that ended before it could be handled is still reported when
 alerts inside the scorer's grace attribute it. A node drained for a node fault is uncordoned once that
 fault has ended.
 
@@ -86,6 +89,7 @@ class OraclePolicy(Policy):
         #: service -> (instance id, tool, args, revision it rolled out) of the edits and restarts done on it
         #: for faults still live
         self.applied: dict[str, list[tuple[str, str, dict[str, Any], int | None]]] = {}
+        self.restarted_at: dict[str, float] = {}   # service -> sim time of this policy's last restart of it
 
     def _replicas(self, args: dict[str, Any]) -> int:
         s, want = args["service"], int(args["replicas"])
@@ -158,6 +162,8 @@ class OraclePolicy(Policy):
             prior = g.get("prior") or {}
             if opt.tool == "rollback" and args.get("to_revision") is None and prior.get("revision"):
                 args["to_revision"] = int(prior["revision"])
+            if opt.tool == "restart" and self._rolling_out(session, args["service"]):
+                continue   # the rollout of an earlier restart may repair it too; restart after it (same option)
             if opt.tool == "scale" and prior.get("replicas"):
                 # back to what ran before the fault (more than the model's count when it had been scaled out)
                 args["replicas"] = max(int(args["replicas"]), int(prior["replicas"]))
@@ -166,6 +172,22 @@ class OraclePolicy(Policy):
             if not self._apply(session, iid, tool, args, k):
                 return None
         return None
+
+    def _rolling_out(self, session: Any, service: str) -> bool:
+        """Whether this policy restarted ``service`` at an earlier invocation, less than `RESTART_WAIT_S` ago,
+        and that rollout has not finished (pods of an older ReplicaSet are still there, or not every replica
+        runs the new template): kubectl's view of the Deployment."""
+        at = self.restarted_at.get(service)
+        now = float(session.now)
+        if at is None or not at < now < at + RESTART_WAIT_S:
+            return False
+        r = session.call("kubectl_get", {"kind": "deployment", "name": service, "output": "json"})
+        items = (r.result or {}).get("items") if r.ok and isinstance(r.result, dict) else None
+        if not items:
+            return False
+        spec, st = items[0].get("spec") or {}, items[0].get("status") or {}
+        want, updated = int(spec.get("replicas") or 0), int(st.get("updatedReplicas") or 0)
+        return updated < want or int(st.get("replicas") or 0) > updated
 
     def _ordered(self, plan: list[tuple[str, str, dict[str, Any], int]]) -> list[tuple[str, str, dict[str, Any], int]]:
         """The invocation's repairs in an order where none undoes another on the same service: rollbacks and
@@ -200,6 +222,8 @@ class OraclePolicy(Policy):
                 rev = data.get("revision") if isinstance(data, dict) else None
                 done = [x for x in self.applied.get(svc, []) if x[0] != iid or x[1] != tool]
                 self.applied[svc] = done + [(iid, tool, args, int(rev) if rev is not None else None)]
+            if tool == "restart":
+                self.restarted_at[args["service"]] = float(session.now)
             if k < 0:
                 return True
             self.repaired.add(iid)
@@ -216,5 +240,8 @@ class OraclePolicy(Policy):
 _REWINDS = ("rollback", "patch_source")
 #: repairs that a rollback of their service would undo while their fault is live
 _REAPPLY = ("set_config", "set_resources", "restart")
+#: how long a restart waits for an earlier restart's rollout of the same service (a rollout that has not finished by
+#: then is stuck: crash-looping new pods, no room), in seconds
+RESTART_WAIT_S = 360.0
 #: the scorer's default attribution grace after a fault's end (the run's `grace_s` when the session has one)
 _GRACE_S = 60.0

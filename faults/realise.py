@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faults.model import Artifact, Fault, FileChange, RepairOption
+from faults.probes import probe_ok as _probe_ok
 
 
 @dataclass
@@ -267,8 +268,6 @@ def probe_ok(fault: Fault, backend: Any, memo: dict | None = None, handle: Fault
              artifact: bool | None = None) -> bool:
     """The fault's symptom probe on ``backend``. ``artifact``: `artifact_ok` of the same fault, handle and
     backend when the caller already has it (``artifact`` probes read it instead of checking again)."""
-    from faults.probes import probe_ok as _probe_ok
-
     if artifact is not None:
         return _probe_ok(fault.probe, backend, memo, artifact_ok=lambda: artifact)
     return _probe_ok(fault.probe, backend, memo,

@@ -102,6 +102,32 @@ def test_localising_and_repairing_through_the_tools_earns_credit():
     assert credited
     localised = [fs for fs in report.faults if fs.localised_t is not None]
     assert localised, "an exact report must localise"
+    # finish() reports from the incremental scorer: the batch scorer's report over the sealed bundle
+    batch = score(m.recorder.records, complete=True)
+    batch.digest = m.recorder.digest
+    assert report.model_dump() == batch.model_dump()
+    assert m.finish().model_dump() == batch.model_dump()   # again, after sealing: the same report
+
+
+@pytest.mark.parametrize("policy", ["random", "runbook"])
+def test_finish_reports_what_the_batch_scorer_reports(policy):
+    """Marathons with actions (incidents, repairs, refused or forbidden calls): the report of `Marathon.finish`
+    (the incremental scorer, fed every record) is the batch scorer's over the sealed bundle, field for field."""
+    from baselines import make_policy
+
+    m = Marathon(MarathonConfig(**SHORT, seed=4))
+    pol = make_policy(policy)
+    m.start()
+    pol.reset(m.app, 4)
+    while True:
+        m.end_invocation(usage=pol.act(m))
+        if not m.advance_to_next_invocation():
+            break
+    report = m.finish()
+    batch = score(m.recorder.records, complete=True)
+    batch.digest = m.recorder.digest
+    assert report.model_dump() == batch.model_dump()
+    assert {r.kind for r in m.recorder.records} >= {"incident", "action"} and report.stages_total > 0
 
 
 @pytest.mark.slow

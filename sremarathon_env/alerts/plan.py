@@ -45,7 +45,7 @@ from .rangefuncs import RANGE_FUNCS
 from .tape import CODES, KernelSpec, Tape, window_kernel
 from .values import (_NONE, Scal, Vec, Win, dedupe, drop_names, edited_from, grown_from, has_dup, memo, memo_get,
                      note_grown)
-from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _groups, _pairs, _sig_index, _sigs
+from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _pairs, _sig_index, _sigs, groups_of
 
 #: range functions evaluated in batches (row-independent, no scalar parameter)
 _BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets", "sum_over_time", "avg_over_time",
@@ -53,12 +53,12 @@ _BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets",
             "stddev_over_time", "stdvar_over_time"}
 
 
-def _lid(node) -> tuple:
-    """A child as a cache key: a vector by its label list (what its parent's label work depends on), anything
-    else by identity."""
+def _lid(node) -> int:
+    """A child as a cache key: a vector by the identity of its label list (what its parent's label work depends
+    on), anything else by its own identity, negated (an int: no tuple to keep per key)."""
     if node.kind == "v" and node.labels:
-        return ("L", id(node.labels))
-    return ("N", id(node))
+        return id(node.labels)
+    return ~id(node)
 
 
 class _Mismatch(Exception):
@@ -528,7 +528,7 @@ class PackPlan:
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
         self._name_sig: dict[str, tuple] = {}
-        self._visits: list = []
+        self._visits: tuple[list, list] = ([], [])
         self.builds = 0
         self.build_cpu_s = 0.0  # CPU seconds spent in rebuilds (a diagnostic for the bench; never in results)
         self.kept = 0  # rules whose nodes a rebuild kept
@@ -620,19 +620,21 @@ class PackPlan:
             # candidates: rows without a sample in the last column, not yet left out (left-out rows have no
             # sample in it: one with a sample in a new column was taken back by _check_excluded)
             nan = np.isnan(data[:rows, n - 1])
-            least = max(PRUNE_MIN, (rows - len(ent.rows)) * PRUNE_SHARE)
-            if np.count_nonzero(nan) - len(ent.rows) < least:
+            n_out = len(ent.rows)
+            least = max(PRUNE_MIN, (rows - n_out) * PRUNE_SHARE)
+            if np.count_nonzero(nan) - n_out < least:
                 continue
-            if len(ent.rows):
+            if n_out:
                 nan[ent.rows] = False
-            idx = np.flatnonzero(nan)
+            idx = nan.nonzero()[0]
             if len(idx) < least:
                 continue
             c0 = min(max((t_min - need - self.t0_ms) // self.step_ms - 1, 0), n - 1)
             idx = idx[np.isnan(data[idx, c0:n]).all(axis=1)]
             # leave rows out in batches: each change makes the family's selectors new lists
             if len(idx) and len(idx) >= least:
-                ent.set(np.union1d(ent.rows, idx) if len(ent.rows) else idx)
+                # (idx holds no left-out row: the union is the sorted concatenation)
+                ent.set(np.sort(np.concatenate((ent.rows, idx))) if n_out else idx)
         self._excl_cols = n
 
     def _live(self, key: str, parts, labels):
@@ -703,7 +705,7 @@ class PackPlan:
         if mkey is None:
             mkey = self._sel_keys[sel.key] = (sel.name, tuple((m.name, m.op, m.value) for m in sel.matchers))
         st = self._sels.get(mkey)
-        fams = self.store.families(sel.name)
+        fams = self.store._families.get(sel.name, ())   # (read only)
         ex = self._excl
         ids = tuple(map(id, fams))
         if st is None or st.ids != ids:   # (st keeps its families alive: equal ids are the same families)
@@ -715,6 +717,8 @@ class PackPlan:
         for f in fams:
             e = ex.get(id(f))
             excl.append((e.rows, e.mask) if e is not None and e.fam is f and len(e.rows) else None)
+        if st.items is not None and list(map(len, fams)) == st.done and all(map(_same_excl, excl, st.excl)):
+            return st.parts, st.labels   # no new row, the same left-out rows: the same selection
         tokens = None
         if st.items is None and fams and not any(st.done) and excl.count(None) == len(excl):
             # a first selection over families whose content an earlier store had: that store's selection
@@ -854,14 +858,15 @@ class PackPlan:
         for i, r in enumerate(self.rules):
             rec = self._records[i]
             if rec is not None and None not in self._rule_names[i] and not (self._rule_names[i] & changed):
-                root, visits, kernel_nodes = rec
-                for k, n in visits:
-                    self._nodes.setdefault(k, n)
+                root, (vkeys, vnodes), kernel_nodes = rec
+                put = self._nodes.setdefault
+                for k, n in zip(vkeys, vnodes):
+                    put(k, n)
                 self._kernel_nodes.update(kernel_nodes)
                 self.kept += 1
                 roots.append(root)
                 continue
-            self._visits: list = []
+            self._visits = ([], [])   # (keys, nodes) of the rule's visits
             outer_kernel, self._kernel_nodes = self._kernel_nodes, {}
             self._reusable = True
             try:
@@ -877,7 +882,7 @@ class PackPlan:
             roots.append(root)
         self._roots = roots
         self._old = {}
-        self._visits = []
+        self._visits = ([], [])
         self._kernel = _KernelGroup(self, list(self._kernel_nodes.values()))
 
     def _reuse(self, ck: tuple, factory, children: tuple | None = None) -> _Node:
@@ -908,7 +913,9 @@ class PackPlan:
         if hit is None:
             hit = self._make(node)
             self._nodes[node.key] = hit
-        self._visits.append((node.key, hit))
+        vk, vn = self._visits
+        vk.append(node.key)
+        vn.append(hit)
         if isinstance(hit, _Range):
             if hit.kernel:
                 self._kernel_nodes[id(hit)] = hit
@@ -974,12 +981,18 @@ class PackPlan:
             return self._reuse((node.key, id(q), _lid(child)), lambda: _HistQuantile(q, child, layout), (q, child))
         if isinstance(node, S.Agg) and node.op in ("sum", "count", "group", "max", "min"):
             child = self._node(node.expr)
-            if not child.labels:
+            labels = child.labels
+            if not labels:
                 return _Empty()
-            def agg():
-                keys, gid = _groups(Vec(child.labels, None, None), node.without, node.grouping)  # type: ignore[arg-type]
-                return _Agg(node.op, child, self._intern(node.key, keys), gid)
-            return self._reuse((node.key, _lid(child)), agg, (child,))
+            ck = (node.key, _lid(child))
+            hit = self._old.get(ck)   # (_reuse, inline: the most frequent node)
+            if hit is not None:
+                hit.rebind(child)
+            else:
+                keys, gid = groups_of(labels, node.without, node.grouping)
+                hit = _Agg(node.op, child, self._intern(node.key, keys), gid)
+            self._cache[ck] = hit
+            return hit
         if isinstance(node, S.Bin):
             lhs, rhs = self._node(node.lhs), self._node(node.rhs)
             kinds = (lhs.kind, rhs.kind)
@@ -1221,6 +1234,11 @@ PRUNE_MIN = 1
 PRUNE_SHARE = 0.25
 
 
+def _same_excl(x, y) -> bool:
+    """Whether two records of a family's left-out rows ((rows, mask) or None) are the same."""
+    return x is y or (x is not None and y is not None and x[0] is y[0])
+
+
 def _in_mask(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Whether each of ``rows`` is set in ``mask`` (rows past its end are not)."""
     if not len(mask):
@@ -1341,7 +1359,7 @@ class _Excluded:
         self.rows_seen = -1
 
     def set(self, rows: np.ndarray) -> None:
-        if np.array_equal(rows, self.rows):
+        if len(rows) == len(self.rows) and np.array_equal(rows, self.rows):
             return
         self.rows = np.asarray(rows, dtype=np.intp)
         self.mask = np.zeros(int(self.rows.max()) + 1 if len(self.rows) else 0, bool)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import compress
+from operator import is_ as _is
 
 import numpy as np
 
@@ -59,11 +60,19 @@ class Win:
     offset_ms: int
 
 
-_MEMO: dict[tuple, tuple[tuple, object]] = {}
+#: memoised label work: (tag, identity of the one input list) or (tag, identities of the inputs) -> (the input
+#: list or the tuple of inputs, result); an entry holds one tuple besides its key (entries are long-lived: the
+#: fewer objects, the less work for the garbage collector)
+_MEMO: dict[tuple, tuple[object, object]] = {}
 #: the previous generation of ``_MEMO``: still answered (and moved back), dropped at the next turn
-_MEMO_OLD: dict[tuple, tuple[tuple, object]] = {}
+_MEMO_OLD: dict[tuple, tuple[object, object]] = {}
 #: entries per generation (a no-op Online Boutique marathon adds about 3000; at most twice this many are kept)
 MEMO_GENERATION = 4000
+
+
+def _memo_key(tag: tuple, inputs: tuple) -> tuple:
+    """The key of a memo entry: the tag and the identity of its one input (the usual case) or of each input."""
+    return (tag, id(inputs[0])) if len(inputs) == 1 else (tag, tuple(map(id, inputs)))
 
 
 def _memo_hit(key: tuple, inputs: tuple):
@@ -74,7 +83,9 @@ def _memo_hit(key: tuple, inputs: tuple):
         if hit is None:
             return None
         _MEMO[key] = hit
-    return hit if all(a is b for a, b in zip(hit[0], inputs)) else None
+    if len(inputs) == 1:   # (the entry holds the one input itself)
+        return hit if hit[0] is inputs[0] else None
+    return hit if all(map(_is, hit[0], inputs)) else None
 
 
 def memo(tag: tuple, inputs: tuple[list, ...], fn):
@@ -87,14 +98,14 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
     garbage collector), one in use stays.
     """
     global _MEMO, _MEMO_OLD
-    key = (tag, tuple(id(x) for x in inputs))
+    key = _memo_key(tag, inputs)
     hit = _memo_hit(key, inputs)
     if hit is not None:
         return hit[1]
     if len(_MEMO) >= MEMO_GENERATION:
         _MEMO_OLD, _MEMO = _MEMO, {}
     out = fn()
-    _MEMO[key] = (inputs, out)
+    _MEMO[key] = (inputs[0] if len(inputs) == 1 else inputs, out)
     return out
 
 
@@ -120,7 +131,7 @@ _NONE = object()
 
 def memo_get(tag: tuple, inputs: tuple[list, ...]):
     """The memoised result for these inputs, or ``_NONE``."""
-    hit = _memo_hit((tag, tuple(id(x) for x in inputs)), inputs)
+    hit = _memo_hit(_memo_key(tag, inputs), inputs)
     return _NONE if hit is None else hit[1]
 
 

@@ -211,7 +211,13 @@ def _dup_groups(labels: list[Labels]) -> list[list[int]]:
 
 
 def _groups(vec: Vec, without: bool, grouping: tuple[str, ...]):
-    return memo(("groups", without, grouping), (vec.labels,), lambda: _groups_uncached(vec, without, grouping))
+    return groups_of(vec.labels, without, grouping)
+
+
+def groups_of(labels: list, without: bool, grouping: tuple[str, ...]):
+    """(group keys in order of first appearance, group index of each label set) of an aggregation, memoised
+    per label list."""
+    return memo(("groups", without, grouping), (labels,), lambda: _groups_uncached(Vec(labels, None, None), without, grouping))  # type: ignore[arg-type]
 
 
 def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
@@ -224,11 +230,11 @@ def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
             return tuple(x for x in lb if x[0] in gset)
     tag = ("group", without, grouping)
     ks = memo(("groupkeys", without, grouping), (vec.labels,), lambda: map_labels(("groupkeys", without, grouping), tag, vec.labels, key))
-    # groups numbered in order of first appearance
-    keys = dict.fromkeys(ks)
-    index = {k: g for g, k in enumerate(keys)}
-    gid = np.fromiter(map(index.__getitem__, ks), dtype=np.intp, count=len(ks))
-    return list(keys), gid
+    # groups numbered in order of first appearance (a new key gets the number of keys seen before it)
+    index: dict = {}
+    put = index.setdefault
+    gid = np.array([put(k, len(index)) for k in ks], dtype=np.intp)
+    return list(index), gid
 
 
 def _members(gid: np.ndarray, n_groups: int) -> np.ndarray:

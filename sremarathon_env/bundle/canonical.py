@@ -57,6 +57,90 @@ def record_line(seq: int, kind: str, t: float, data: dict[str, Any], prev: str) 
     return _envelope(dumps(data), kind, prev, seq, t)
 
 
+# -- the canonical JSON of the hot kinds' plain data, without the encoder ------------------------------------
+# For data that ``schema.dump_plain`` built (exact types: dicts of str, float, bool, None, lists of str), the same
+# text as ``dumps``: keys in sorted order, strings as the encoder's ASCII escaping writes them, finite floats by
+# ``float.__repr__``. A non-finite float gives None (the caller then takes ``dumps``, which reports it).
+_esc = json.encoder.encode_basestring_ascii
+_frepr = float.__repr__
+_BOOL = {True: "true", False: "false"}
+#: a probe's text by its (active, probe_ok, artifact_ok), keys sorted
+_PROBE = {(a, p, r): '{"active":%s,"artifact_ok":%s,"probe_ok":%s}' % (_BOOL[a], _BOOL[r], _BOOL[p])
+          for a in (True, False) for p in (True, False) for r in (True, False)}
+#: the text of a label set, by its items in their order (content-keyed: equal items, equal text); cleared when full
+_LABELS_JSON: dict[tuple, str] = {}
+LABELS_JSON_MAX = 4096
+
+
+def _finite(x: float) -> bool:
+    return x - x == 0.0
+
+
+def _str_dict(d: dict) -> str:
+    """A dict of str to str, as ``dumps`` writes it."""
+    items = tuple(d.items())
+    hit = _LABELS_JSON.get(items)
+    if hit is None:
+        if len(_LABELS_JSON) >= LABELS_JSON_MAX:
+            _LABELS_JSON.clear()
+        hit = _LABELS_JSON[items] = "{" + ",".join([_esc(k) + ":" + _esc(v) for k, v in sorted(items)]) + "}"
+    return hit
+
+
+def alert_json(d: dict) -> str | None:
+    """``dumps(d)`` of an alert record's plain data (``schema.dump_plain("alert", ...)``); None when ``t`` is not
+    finite.
+
+    >>> d = {"t": 30.0, "alertname": "X", "labels": {"b": "2", "a": "1"}, "fingerprint": "f", "state": "firing",
+    ...      "severity": None}
+    >>> alert_json(d) == dumps(d)
+    True
+    """
+    t = d["t"]
+    if not _finite(t):
+        return None
+    sev = d["severity"]
+    return "".join(('{"alertname":', _esc(d["alertname"]), ',"fingerprint":', _esc(d["fingerprint"]), ',"labels":',
+                    _str_dict(d["labels"]), ',"severity":', "null" if sev is None else _esc(sev), ',"state":',
+                    _esc(d["state"]), ',"t":', _frepr(t), "}"))
+
+
+def tick_json(d: dict) -> str | None:
+    """``dumps(d)`` of a tick record's plain data (``schema.dump_plain("tick", ...)``); None when a float is not
+    finite.
+
+    >>> d = {"t": 15.0, "entry": {"total": 2.0, "failed": 0.5, "slow": 0.0, "degraded": -0.0},
+    ...      "faults": {"F2": {"active": True, "probe_ok": False, "artifact_ok": True}},
+    ...      "events": [{"instance_id": "F2", "event": "injected", "detail": "", "aliases": ["x"]}]}
+    >>> tick_json(d) == dumps(d)
+    True
+    """
+    t, e = d["t"], d["entry"]
+    tot, fail, slow, deg = e["total"], e["failed"], e["slow"], e["degraded"]
+    if not (_finite(t) and _finite(tot) and _finite(fail) and _finite(slow) and _finite(deg)):
+        return None
+    faults = d["faults"]
+    if faults:
+        f_json = "{" + ",".join([_esc(k) + ":" + _PROBE[p["active"], p["probe_ok"], p["artifact_ok"]]
+                                 for k, p in sorted(faults.items())]) + "}"
+    else:
+        f_json = "{}"
+    events = d["events"]
+    if events:
+        ev_json = "[" + ",".join([
+            '{"aliases":[' + ",".join([_esc(a) for a in ev["aliases"]]) + '],"detail":' + _esc(ev["detail"])
+            + ',"event":' + _esc(ev["event"]) + ',"instance_id":' + _esc(ev["instance_id"]) + "}"
+            for ev in events]) + "]"
+    else:
+        ev_json = "[]"
+    return "".join(('{"entry":{"degraded":', _frepr(deg), ',"failed":', _frepr(fail), ',"slow":', _frepr(slow),
+                    ',"total":', _frepr(tot), '},"events":', ev_json, ',"faults":', f_json, ',"t":', _frepr(t), "}"))
+
+
+#: the fast encoders by record kind
+PLAIN_JSON = {"alert": alert_json, "tick": tick_json}
+
+
 _FIELDS = frozenset(("data", "hash", "kind", "prev", "seq", "t"))
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from .canonical import GENESIS, CanonicalError, dumps, record_line, sha256_hex
+from .canonical import GENESIS, PLAIN_JSON, CanonicalError, _envelope, dumps, record_line, sha256_hex
 from .schema import FORMAT, KINDS, dump_plain, validate_data
 
 RECORDS_FILE = "records.jsonl"
@@ -147,10 +147,13 @@ class Recorder:
         if not t >= self.final_t:  # also refuses NaN
             raise BundleError(f"time goes backwards: {kind} at t={t} after t={self.final_t}", seq=seq)
         plain = dump_plain(kind, data) if self.validate else None
+        data_json = None
         if plain is not None:  # plain data of the model's exact types: what the model would dump
             if plain["t"] != t:
                 raise BundleError(f"{kind} record: data t={plain['t']} differs from record t={t}", seq=seq)
             data = plain
+            enc = PLAIN_JSON.get(kind)   # its canonical JSON without the encoder (None: the encoder reports what is wrong)
+            data_json = enc(plain) if enc is not None else None
         elif self.validate or isinstance(data, BaseModel):
             try:
                 model = validate_data(kind, data)
@@ -163,7 +166,10 @@ class Recorder:
         elif kind not in KINDS:
             raise BundleError(f"unknown record kind {kind!r}", seq=seq)
         try:
-            line, h = record_line(seq, kind, t, data, self.head)
+            if data_json is not None:
+                line, h = _envelope(data_json, kind, self.head, seq, t)
+            else:
+                line, h = record_line(seq, kind, t, data, self.head)
         except CanonicalError as e:
             raise BundleError(f"{kind} record: {e}", seq=seq) from None
         if self._fd is not None:

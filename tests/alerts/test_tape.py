@@ -161,3 +161,61 @@ def test_slots_of_a_part_listing_a_new_row_twice():
     got = t.slots_of([(a, np.array([2, 2, 0, 2]))])
     assert got.tolist() == [0, 0, 1, 0] and t._row_of == [2, 0] and t._pending == [0, 1]
     assert t.slots_of([(a, np.array([3, 0, 3]))]).tolist() == [2, 1, 2] and t._row_of == [2, 0, 3]
+
+
+def _summaries_by_definition(vals: np.ndarray) -> dict[str, list]:
+    """Every summary of one series, column by column, straight from the definitions in ``Tape._alloc``."""
+    out = {k: [] for k in ("CS", "PV", "PREV", "RC", "CC", "LR", "POS")}
+    cs, pv, prev, rc, cc, lr = 0, -1, None, 0, 0, 0
+    out["CS"].append(0)
+    for k, x in enumerate(vals.tolist()):
+        present = x == x
+        out["PREV"].append(0.0 if prev is None else prev)
+        if present:
+            if prev is not None and x < prev:
+                rc, lr = rc + 1, k
+            if prev is not None and x != prev:
+                cc += 1
+            cs, pv, prev = cs + 1, k, x
+            out["POS"].append(k)
+        out["CS"].append(cs)
+        for name, v in (("PV", pv), ("RC", rc), ("CC", cc), ("LR", lr)):
+            out[name].append(v)
+    return out
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+@pytest.mark.parametrize("rowwise", [False, True])
+@pytest.mark.parametrize("chunks", [(1, 8), (8,), (3, 40, 1, 70)])
+def test_summaries_equal_their_definitions_in_any_chunking(chunks, rowwise, shuffled, monkeypatch):
+    # columns arrive in chunks of these sizes (in turn; with ``rowwise`` chunks of up to 32 columns take the
+    # row-by-row running sums, all others numpy's accumulate), series registered in batches (late ones from column 0,
+    # through a slice; ``shuffled``: their pending list out of order, through the index array)
+    import sremarathon_env.alerts.tape as tape_mod
+
+    if rowwise:
+        monkeypatch.setattr(tape_mod, "_ROWWISE_MIN_SLOTS", 0)
+    store = _store(11, 24, 150)
+    fam = store.families("c_total")[0]
+    tape = Tape(store, capacity=16)
+    n, i, registered = 0, 0, 0
+    while n < 150:
+        want = min(24, 6 + n // 5)   # every series registered by column 90
+        if want > registered:
+            tape.slots([(fam, r) for r in range(registered, want)])
+            registered = want
+            if shuffled:
+                tape._pending.reverse()
+        n = min(150, n + chunks[i % len(chunks)])
+        i += 1
+        tape.sync(n)
+    assert tape.N == 150 and tape.resets == 0
+    vals = fam.values(150)
+    for s in range(24):
+        ref = _summaries_by_definition(vals[s])
+        assert np.array_equal(tape.V[s, :150], vals[s], equal_nan=True)
+        assert tape.CS[s, :151].tolist() == ref["CS"]
+        for name in ("PV", "RC", "CC", "LR"):
+            assert getattr(tape, name)[s, :150].tolist() == ref[name], (name, s)
+        assert tape.PREV[s, :150].tobytes() == np.array(ref["PREV"]).tobytes()
+        assert tape.POS[s, : len(ref["POS"])].tolist() == ref["POS"]

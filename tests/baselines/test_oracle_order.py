@@ -146,3 +146,51 @@ def test_a_fault_that_ended_unhandled_is_reported_only_with_alerts_inside_the_gr
     p.act(s)
     assert [t for t, _ in s.calls] == ["report_incident"]          # reported, no intervention after the end
     assert s.calls[0][1]["culprit_services"] == ["checkoutservice"]
+
+
+class RollingSession(FakeSession):
+    """A FakeSession whose checkoutservice Deployment shows a rollout in progress until ``done_at``."""
+
+    def __init__(self, truth, alerts, done_at):
+        super().__init__(truth, alerts)
+        self.done_at = done_at
+
+    def call(self, tool, args):
+        if tool == "kubectl_get":
+            self.calls.append((tool, dict(args)))
+            rolling = self.now < self.done_at
+            status = {"replicas": 2 if rolling else 1, "updatedReplicas": 1, "readyReplicas": 1}
+            return SimpleNamespace(ok=True, error=None, result={"kind": "Deployment", "count": 1, "items": [
+                {"metadata": {"name": args["name"]}, "spec": {"replicas": 1}, "status": status}]})
+        return super().call(tool, args)
+
+
+def test_a_restart_waits_for_the_rollout_of_an_earlier_restart_of_the_same_service():
+    # F1's restart at 120 s rolls out until 330 s; F2, on the same service, shows at 240 s: restarting again then
+    # would replace the rollout's new pods (and set F1's repair back); it restarts once that rollout is done
+    s = RollingSession([_truth("F1", POD_FAILURE, 100.0)], [_alert("a1", 110.0)], done_at=330.0)
+    p = OraclePolicy()
+    p.reset(load_app("online-boutique"), 0)
+    s.now = 120.0
+    p.act(s)
+    assert _actions(s.calls) == [("restart", "INC-0001")]
+    s.truth.append(_truth("F2", POD_FAILURE, 200.0))
+    s.alerts.append(_alert("a2", 215.0))
+    s.now, s.calls = 240.0, []
+    p.act(s)
+    assert [t for t, _ in s.calls] == ["report_incident", "kubectl_get"]   # reported, restart put off
+    s.now, s.calls = 360.0, []
+    p.act(s)
+    assert _actions(s.calls) == [("kubectl_get", None), ("restart", "INC-0002")]
+    # a rollout that never finishes (crash-looping new pods) holds a restart back for RESTART_WAIT_S at most
+    from baselines.oracle import RESTART_WAIT_S
+
+    s.truth.append(_truth("F3", POD_FAILURE, 400.0))
+    s.alerts.append(_alert("a3", 410.0))
+    s.done_at = float("inf")
+    s.now, s.calls = 480.0, []
+    p.act(s)
+    assert _actions(s.calls) == [("kubectl_get", None)]
+    s.now, s.calls = 360.0 + RESTART_WAIT_S, []
+    p.act(s)
+    assert _actions(s.calls) == [("restart", "INC-0003")]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sremarathon_env.bundle import Recorder
-from sremarathon_env.bundle.canonical import CanonicalError, dumps
+from sremarathon_env.bundle.canonical import PLAIN_JSON, CanonicalError, dumps
 from sremarathon_env.bundle.schema import dump_plain, validate_data
 
 text = st.text(max_size=8)
@@ -94,6 +94,12 @@ def _check(kind: str, data: dict) -> bool:
         line = None
     if line is not None:
         assert dumps(plain) == line
+    # the recorder's encoder of the plain data writes what the canonical encoder writes (None where it refuses)
+    try:
+        want = dumps(plain)
+    except CanonicalError:
+        want = None
+    assert PLAIN_JSON[kind](plain) == want, plain
     # fresh containers: changing the input afterwards does not reach the dump
     assert all(plain[k] is not data[k] for k in plain if isinstance(plain[k], (dict, list)) and k in data)
     return True
@@ -131,7 +137,14 @@ def test_recorder_bytes_equal_with_and_without_the_plain_path(monkeypatch):
     recs = [("alert", 30.0, {"t": 30.0, "alertname": "X", "labels": {"pod": "caf\u00e9-1"}, "fingerprint": "f",
                               "state": "pending"}),
             ("tick", 30.0, {"t": 30.0, "entry": {"total": 1.0, "failed": 0.5, "slow": 0.0, "degraded": -0.0}}),
-            ("alert", 45.0, {"t": 45, "alertname": "X", "labels": {}, "fingerprint": "f", "state": "firing"})]
+            ("alert", 45.0, {"t": 45, "alertname": "X", "labels": {}, "fingerprint": "f", "state": "firing"}),
+            ("alert", 45.0, {"t": 45.0, "alertname": "Y\"\n", "labels": {"z": "1", "a": "\u2603", "alertname": "Y"},
+                             "fingerprint": "g", "state": "resolved", "severity": "critical"}),
+            ("tick", 60.0, {"t": 60.0, "entry": {"total": 1e22, "failed": 1e-7, "slow": 0.1, "degraded": 3.0},
+                            "faults": {"F002": {"active": True, "probe_ok": False, "artifact_ok": True},
+                                       "F001": {"active": False, "probe_ok": True, "artifact_ok": False}},
+                            "events": [{"instance_id": "F002", "event": "injected", "detail": "d\u00e9",
+                                        "aliases": ["abc", "x@2"]}, {"instance_id": "F001", "event": "reverted"}]})]
 
     def chain() -> list[tuple[str, dict]]:
         rec = Recorder(None)
@@ -152,3 +165,22 @@ def test_recorder_bytes_equal_with_and_without_the_plain_path(monkeypatch):
     monkeypatch.setattr(R, "dump_plain", lambda kind, data: None)
     slow = chain()
     assert fast == slow and all(_same(a[1], b[1]) for a, b in zip(fast, slow))
+
+
+def test_label_texts_are_content_keyed_and_bounded(monkeypatch):
+    import sremarathon_env.bundle.canonical as C
+
+    a = {"t": 1.0, "alertname": "X", "labels": {"b": "2", "a": "1"}, "fingerprint": "f", "state": "firing",
+         "severity": None}
+    b = {**a, "labels": {"a": "1", "b": "2"}}          # the same labels in another order: the same text
+    c = {**a, "labels": {"a": "1", "b": "3"}}          # other content: its own text
+    assert C.alert_json(a) == C.alert_json(b) == dumps(a) and C.alert_json(c) == dumps(c) != dumps(a)
+    monkeypatch.setattr(C, "LABELS_JSON_MAX", 3)
+    C._LABELS_JSON.clear()
+    for i in range(10):
+        d = {**a, "labels": {"i": str(i), "a": "1"}}
+        assert C.alert_json(d) == dumps(d) and C.alert_json(a) == dumps(a)
+        assert len(C._LABELS_JSON) <= 3
+    assert C.alert_json({**a, "t": float("inf")}) is None
+    assert C.tick_json({"t": 1.0, "entry": {"total": float("nan"), "failed": 0.0, "slow": 0.0, "degraded": 0.0},
+                        "faults": {}, "events": []}) is None

@@ -131,6 +131,8 @@ class MetricWriter:
         self.req_on = np.zeros_like(self.req_cum, dtype=bool)
         self.req_rows = np.zeros(0, dtype=np.intp)
         self.req_flat = np.zeros(0, dtype=np.intp)
+        #: per (edge, code column), flat: its row in the request family once enabled, else -1
+        self._flat_row = np.full(self.req_cum.size, -1, dtype=np.intp)
         # the load generator has no sidecar: its edge is reported by the destination only
         self.req_allowed = np.ones_like(self.req_on)
         self.req_allowed[self.mesh_edges == 0, :5] = False
@@ -144,6 +146,10 @@ class MetricWriter:
         self.h_sum = family(st, "istio_request_duration_milliseconds", "_sum")
         self.h_count = family(st, "istio_request_duration_milliseconds", "_count")
         self.reporters = ("source", "destination")
+        n_lv = 2 * len(self.mesh_edges)   # (edge, reporter) label sets, made below: room for them at once
+        self.h_bucket.reserve(len(self.h_bucket) + n_lv * len(LE_LABELS))
+        self.h_sum.reserve(len(self.h_sum) + n_lv)
+        self.h_count.reserve(len(self.h_count) + n_lv)
         for e in self.mesh_edges:
             for r in self.reporters:
                 lv = (ns, r, m.workload(m.edges[e][0]), m.workload(m.edges[e][1]))
@@ -187,13 +193,14 @@ class MetricWriter:
         self._slot_row = np.zeros(0, dtype=np.intp)   # cAdvisor row per pod slot (-1: none yet)
         # state families: one constant run per family, re-derived for the objects that changed
         self._runs: dict[str, list] = {}   # family name -> [family, rows r0:r1, values, start tick]
-        #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value]) (the last three in
-        #: the order the object's series come, None when a row repeats)
+        #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value], shape) (the three
+        #: lists in the order the object's series come, None when a row repeats; shape: see `_update`)
         self._objects: dict[tuple, tuple] = {}
         #: family -> [current value per row (NaN: no live series), live mask per row]
         self._cur: dict[str, list[np.ndarray]] = {}
         self._fams: dict[str, Family] = {}
         self._prev_eff = np.zeros(0, dtype=bool)
+        self._eff: list[bool] = []   # `refresh_state`: effective readiness per pod slot, as bools
         self._prev_no_ep = None
         self._quota_layout = -1
 
@@ -203,11 +210,20 @@ class MetricWriter:
         e = self.mesh_edges[i]
         rep, code, flags = CODE_COLS[col]
         caller, callee = m.edges[e]
-        self.req.row((self.ns, rep, m.workload(caller), m.workload(callee),
-                      f"{m.svc_names[callee]}.{self.ns}.svc.cluster.local", code, flags))
+        self._flat_row[i * len(CODE_COLS) + col] = self.req.row(
+            (self.ns, rep, m.workload(caller), m.workload(callee), f"{m.svc_names[callee]}.{self.ns}.svc.cluster.local",
+             code, flags))
         self.req_on[i, col] = True
 
     def _rebuild_req(self) -> None:
+        """The enabled request series in (edge, code column) order: their flat positions and rows (what
+        `_rebuild_req_slow` finds by label, kept as each series is enabled)."""
+        flat = np.flatnonzero(self._flat_row >= 0)
+        self.req_flat = flat
+        self.req_rows = self._flat_row[flat]
+
+    def _rebuild_req_slow(self) -> tuple[np.ndarray, np.ndarray]:
+        """The definition of `_rebuild_req` (tests): every enabled series' row looked up by its labels."""
         m = self.sim.m
         flat, rows = [], []
         for i, e in enumerate(self.mesh_edges):
@@ -218,8 +234,7 @@ class MetricWriter:
                     flat.append(i * len(CODE_COLS) + col)
                     rows.append(self.req.row((self.ns, rep, m.workload(caller), m.workload(callee),
                                               f"{m.svc_names[callee]}.{self.ns}.svc.cluster.local", code, flags)))
-        self.req_flat = np.array(flat, dtype=np.intp)
-        self.req_rows = np.array(rows, dtype=np.intp)
+        return np.array(flat, dtype=np.intp), np.array(rows, dtype=np.intp)
 
     # ------------------------------------------------------------------ flows
     def flow_slots_now(self) -> np.ndarray:
@@ -325,6 +340,9 @@ class MetricWriter:
         n = len(c.pods)
         # candidate pods: those the cluster touched, and those whose effective readiness flipped
         eff = ready_eff[:n]
+        #: the pods' effective readiness as Python bools, for the series below (one conversion, no numpy
+        #: scalar per pod)
+        self._eff = eff_l = eff.tolist()
         prev = self._prev_eff
         flipped = np.flatnonzero(eff[: len(prev)] != prev[: n]).tolist() if len(prev) else []
         cand = sorted(c.changed_slots.union(flipped, range(len(prev), n)))
@@ -337,9 +355,10 @@ class MetricWriter:
                 if self._drop(("pod", slot), dirty):
                     dirty_svc.add(p.svc)
                 continue
-            sig = (p.node, p.phase, p.ready, bool(ready_eff[slot]), p.node_lost, p.cstate, p.reason, p.restarts,
+            sig = (p.node, p.phase, p.ready, eff_l[slot], p.node_lost, p.cstate, p.reason, p.restarts,
                    p.last_reason, sim.pod_ooms.get(slot, 0))
-            if self._update(("pod", slot), sig, lambda p=p: self._pod_series(p), dirty):
+            if self._update(("pod", slot), sig, lambda p=p: (self._pod_keys(p), self._pod_values(p)), dirty,
+                            self._pod_shape(p), lambda p=p: self._pod_values(p)):
                 dirty_svc.add(p.svc)
         no_ep = sim.res.no_endpoints
         # a Deployment's fields change only in the controller's passes (the cluster notes them in
@@ -359,25 +378,27 @@ class MetricWriter:
             if old is not None and dep.svc not in dirty_svc and old[0][0] == head:
                 continue
             sig = (head, tuple(self._objects[("pod", p.slot)][0] for rs in dep.rss for p in rs.pods))
-            self._update(key, sig, lambda dep=dep: self._dep_series(dep), dirty)
+            self._update(key, sig, lambda dep=dep: (self._dep_keys(dep), self._dep_values(dep)), dirty,
+                         self._dep_shape(dep), lambda dep=dep: self._dep_values(dep))
         for nd in c.nodes:
-            self._update(("node", nd.index), (nd.ready, nd.cordoned), lambda nd=nd: self._node_series(nd), dirty)
+            self._update(("node", nd.index), (nd.ready, nd.cordoned), lambda nd=nd: self._split(self._node_series(nd)),
+                         dirty)
         # the quota's use changes only when pods are created or deleted
         if ("quota",) not in self._objects or (cand and c.layout_version != self._quota_layout):
             self._quota_layout = c.layout_version
             used = sim.quota_used()
-            self._update(("quota",), tuple(sorted(used.items())), lambda: self._quota_series(used), dirty)
+            self._update(("quota",), tuple(sorted(used.items())), lambda: self._split(self._quota_series(used)), dirty)
         for name in sorted(dirty):
             fam = self._fams[name]
             old = self._runs.get(name)
             if old is not None and tick > old[4] and old[2] > old[1]:
                 fam._data[old[1]:old[2], old[4]:tick] = old[3][:, None]
             vals, live = self._cur[name]
-            r0 = int(live.argmax())   # first and last live row (two C calls)
-            if live[r0]:
+            on = np.flatnonzero(live)   # first and last live row
+            if len(on):
                 # the run as one block of rows: rows without a live series in it are NaN, as the
                 # store's unwritten cells are (a slice write instead of a scatter)
-                r1 = len(live) - int(live[::-1].argmax())
+                r0, r1 = int(on[0]), int(on[-1]) + 1
                 dense = vals[r0:r1].copy()
             else:
                 r0 = r1 = 0
@@ -396,20 +417,26 @@ class MetricWriter:
             dirty.add(name)
         return True
 
-    def _update(self, key, sig, series, dirty: set) -> bool:
-        """Re-derive an object's series when its signature changed; True when it did. Only the families
-        whose entries (row, value) of this object changed become dirty. When the object yields the same
-        series (family and labels, in order) as last time - most changes only flip values - the rows are
-        the kept ones and only the values are compared."""
+    def _update(self, key, sig, series, dirty: set, shape=None, values=None) -> bool:
+        """Re-derive an object's series when its signature changed; True when it did. ``series()``: the
+        object's series as two lists in order, (family, label values) and values. Only the families whose
+        entries (row, value) of this object changed become dirty. When the object has the same series
+        (family and labels, in order) as last time - most changes only flip values - the rows are the kept
+        ones and only the values are compared. ``shape`` (optional, with ``values``: the values alone, in
+        series order): what the series' families and labels depend on; an unchanged shape means the same
+        series, whose values alone are derived."""
         old = self._objects.get(key)
         if old is not None and old[0] == sig:
             return False
-        items = list(series())
+        keys = None
         if old is not None and old[2] is not None:
-            keys = [it[:2] for it in items]
-            if keys == old[2]:
-                entries, rows, prev_vals = old[1], old[3], old[4]
-                vals = [it[2] for it in items]
+            if shape is not None and old[5] == shape:
+                same, vals = True, values()
+            else:
+                keys, vals = series()
+                same = keys == old[2]
+            if same:
+                keys, entries, rows, prev_vals = old[2], old[1], old[3], old[4]
                 cur = self._cur
                 for j, value in enumerate(vals):
                     if prev_vals[j] != value:
@@ -419,14 +446,16 @@ class MetricWriter:
                         vl[0][row] = value
                         vl[1][row] = True
                         dirty.add(name)
-                self._objects[key] = (sig, entries, keys, rows, vals)
+                self._objects[key] = (sig, entries, keys, rows, vals, shape)
                 return True
-        before = {} if old is None else old[1].copy()
+        if keys is None:
+            keys, vals = series()
+        before = None if old is None else old[1].copy()   # (a new object: every entry is new)
         entries = {}
         rows = []
         fams = self._fams
         cur = self._cur
-        for name, lv, value in items:
+        for (name, lv), value in zip(keys, vals):
             fam = fams.get(name)
             if fam is None:
                 fam = fams[name] = self.store.family(name, self._labels(name))
@@ -435,7 +464,7 @@ class MetricWriter:
                 row = fam.row(lv)
             rows.append(row)
             entries[(name, row)] = value
-            prev = before.pop((name, row), None)
+            prev = None if before is None else before.pop((name, row), None)
             if prev is None or prev != value:
                 vl = cur.get(name)
                 if vl is None or row >= len(vl[0]):
@@ -443,17 +472,26 @@ class MetricWriter:
                 vl[0][row] = value
                 vl[1][row] = True
                 dirty.add(name)
-        for (name, row) in before:   # series the object no longer has
-            vals, live = cur[name]
-            vals[row] = np.nan
-            live[row] = False
+        for (name, row) in before or ():   # series the object no longer has
+            vl = cur[name]
+            vl[0][row] = np.nan
+            vl[1][row] = False
             dirty.add(name)
         # (series, rows, values) in order for the next update's fast path; none when a row repeats
-        if len(entries) == len(items):
-            self._objects[key] = (sig, entries, [it[:2] for it in items], rows, [it[2] for it in items])
+        if len(entries) == len(keys):
+            self._objects[key] = (sig, entries, keys, rows, vals, shape)
         else:
-            self._objects[key] = (sig, entries, None, None, None)
+            self._objects[key] = (sig, entries, None, None, None, None)
         return True
+
+    @staticmethod
+    def _split(series) -> tuple[list, list]:
+        """(family, label values) and values of the (family, label values, value) triples of ``series``."""
+        keys, vals = [], []
+        for name, lv, value in series:
+            keys.append((name, lv))
+            vals.append(value)
+        return keys, vals
 
     def _grow_cur(self, name: str, row: int) -> list[np.ndarray]:
         """The value/live arrays of family ``name``, grown to hold ``row``."""
@@ -475,7 +513,7 @@ class MetricWriter:
         """Write every state run's constant values for ticks ``[start, upto)``."""
         if upto <= 0:
             return
-        if upto > self.store._capacity:
+        if upto > self.store._cols:
             self.store.set_n_ticks(upto)
         for run in self._runs.values():
             fam, r0, r1, dense, start = run
@@ -483,66 +521,112 @@ class MetricWriter:
                 fam._data[r0:r1, start:upto] = dense[:, None]
                 run[4] = upto
 
-    def _pod_series(self, p):
+    #: kube_pod_status_phase's phases and kube_pod_status_ready's conditions, in series order
+    PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+    #: (template key, family, resource, unit, scale) of the container resource series, in series order
+    RESOURCES = (("cpu_request_m", "kube_pod_container_resource_requests", "cpu", "core", 1e-3),
+                 ("mem_request_mi", "kube_pod_container_resource_requests", "memory", "byte", MI),
+                 ("cpu_limit_m", "kube_pod_container_resource_limits", "cpu", "core", 1e-3),
+                 ("mem_limit_mi", "kube_pod_container_resource_limits", "memory", "byte", MI))
+
+    @staticmethod
+    def _pod_shape(p) -> tuple:
+        """What a pod's series (families and labels, in order) depend on besides what a pod never changes
+        (name, service, ReplicaSet and its template): its node, its waiting reason (when waiting), the
+        reason of its last termination. Equal shapes: the same `_pod_keys`."""
+        return p.node, p.reason if p.cstate == "waiting" and p.reason else "", p.last_reason
+
+    def _pod_keys(self, p) -> list[tuple[str, tuple]]:
+        """A pod's series as (family, label values), in order (`_pod_values` gives their values)."""
         sim = self.sim
         c = sim.cluster
         ns = self.ns
+        name = p.name
         svc = c.svc_names[p.svc]
         node = c.nodes[p.node].name if p.node >= 0 else ""
-        host_ip = sim.node_ip(p.node) if p.node >= 0 else ""
         rs = p.rs.name
-        yield "kube_pod_info", (ns, p.name, node, "ReplicaSet", rs, host_ip), 1.0
-        yield "kube_pod_owner", (ns, p.name, "ReplicaSet", rs), 1.0
-        yield "kube_pod_labels", (ns, p.name, svc), 1.0
-        for ph in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
-            yield "kube_pod_status_phase", (ns, p.name, ph), float(p.phase == ph)
-        rdy = bool(sim.pod_ready_eff[p.slot])
-        unknown = p.node_lost
-        for cond, v in (("true", rdy and not unknown), ("false", not rdy and not unknown), ("unknown", unknown)):
-            yield "kube_pod_status_ready", (ns, p.name, cond), float(v)
-        yield "kube_pod_container_status_ready", (ns, p.name, svc), float(rdy)
-        yield "kube_pod_container_status_running", (ns, p.name, svc), float(p.cstate == "running")
-        yield "kube_pod_container_status_waiting", (ns, p.name, svc), float(p.cstate == "waiting")
+        out = [("kube_pod_info", (ns, name, node, "ReplicaSet", rs, sim.node_ip(p.node) if p.node >= 0 else "")),
+               ("kube_pod_owner", (ns, name, "ReplicaSet", rs)),
+               ("kube_pod_labels", (ns, name, svc))]
+        out += [("kube_pod_status_phase", (ns, name, ph)) for ph in self.PHASES]
+        out += [("kube_pod_status_ready", (ns, name, cond)) for cond in ("true", "false", "unknown")]
+        out += [("kube_pod_container_status_ready", (ns, name, svc)),
+                ("kube_pod_container_status_running", (ns, name, svc)),
+                ("kube_pod_container_status_waiting", (ns, name, svc))]
         if p.cstate == "waiting" and p.reason:
-            yield "kube_pod_container_status_waiting_reason", (ns, p.name, svc, p.reason), 1.0
-        yield "kube_pod_container_status_restarts_total", (ns, p.name, svc), float(p.restarts)
+            out.append(("kube_pod_container_status_waiting_reason", (ns, name, svc, p.reason)))
+        out.append(("kube_pod_container_status_restarts_total", (ns, name, svc)))
         if p.last_reason:
-            yield "kube_pod_container_status_last_terminated_reason", (ns, p.name, svc, p.last_reason), 1.0
+            out.append(("kube_pod_container_status_last_terminated_reason", (ns, name, svc, p.last_reason)))
         if p.node >= 0:
             res = p.rs.template["resources"]
-            for key, fam_name, resource, unit, scale in (
-                    ("cpu_request_m", "kube_pod_container_resource_requests", "cpu", "core", 1e-3),
-                    ("mem_request_mi", "kube_pod_container_resource_requests", "memory", "byte", MI),
-                    ("cpu_limit_m", "kube_pod_container_resource_limits", "cpu", "core", 1e-3),
-                    ("mem_limit_mi", "kube_pod_container_resource_limits", "memory", "byte", MI)):
-                if res.get(key):
-                    yield fam_name, (ns, p.name, svc, node, resource, unit), res[key] * scale
-            yield "container_oom_events_total", (ns, p.name, svc, node), float(sim.pod_ooms.get(p.slot, 0))
-        yield "up", ("kubernetes-pods", ns, p.name, svc), float(p.cstate == "running" and not p.node_lost)
+            out += [(fam_name, (ns, name, svc, node, resource, unit))
+                    for key, fam_name, resource, unit, _ in self.RESOURCES if res.get(key)]
+            out.append(("container_oom_events_total", (ns, name, svc, node)))
+        out.append(("up", ("kubernetes-pods", ns, name, svc)))
+        return out
 
-    def _dep_series(self, dep):
-        sim = self.sim
+    def _pod_values(self, p) -> list[float]:
+        """The values of a pod's series, in `_pod_keys` order."""
+        ph = p.phase
+        rdy = self._eff[p.slot]
+        unknown = p.node_lost
+        waiting = p.cstate == "waiting"
+        out = [1.0, 1.0, 1.0, float(ph == "Pending"), float(ph == "Running"), float(ph == "Succeeded"),
+               float(ph == "Failed"), float(ph == "Unknown"),
+               float(rdy and not unknown), float(not rdy and not unknown), float(unknown),
+               float(rdy), float(p.cstate == "running"), float(waiting)]
+        if waiting and p.reason:
+            out.append(1.0)
+        out.append(float(p.restarts))
+        if p.last_reason:
+            out.append(1.0)
+        if p.node >= 0:
+            res = p.rs.template["resources"]
+            out += [res[key] * scale for key, _, _, _, scale in self.RESOURCES if res.get(key)]
+            out.append(float(self.sim.pod_ooms.get(p.slot, 0)))
+        out.append(float(p.cstate == "running" and not p.node_lost))
+        return out
+
+    def _pod_series(self, p) -> list[tuple[str, tuple, float]]:
+        """A pod's series: (family, label values, value), in order."""
+        return [(k[0], k[1], v) for k, v in zip(self._pod_keys(p), self._pod_values(p))]
+
+    @staticmethod
+    def _dep_shape(dep) -> tuple:
+        """What a Deployment's series depend on besides its name: its ReplicaSets (`_dep_keys`)."""
+        return tuple(rs.id for rs in dep.rss)
+
+    def _dep_keys(self, dep) -> list[tuple[str, tuple]]:
+        """A Deployment's series as (family, label values), in order (`_dep_values` gives their values)."""
         ns = self.ns
-        ready_eff = sim.pod_ready_eff
         d = dep.name
+        nd = (ns, d)
+        out = [("kube_deployment_spec_replicas", nd), ("kube_deployment_status_replicas", nd),
+               ("kube_deployment_status_replicas_available", nd), ("kube_deployment_status_replicas_unavailable", nd),
+               ("kube_deployment_status_replicas_updated", nd)]
+        out += [("kube_deployment_status_condition", (ns, d, cond, s))
+                for cond in ("Available", "Progressing") for s in ("true", "false", "unknown")]
+        out += [("kube_deployment_metadata_generation", nd), ("kube_deployment_status_observed_generation", nd)]
+        out += [("kube_replicaset_status_ready_replicas", (ns, rs.name)) for rs in dep.rss]
+        out += [("kube_endpoint_address_available", nd), ("kube_endpoint_address_not_ready", nd)]
+        return out
+
+    def _dep_values(self, dep) -> list[float]:
+        """The values of a Deployment's series, in `_dep_keys` order."""
+        sim = self.sim
+        eff = self._eff
         live = dep.live_pods()
-        ready_of = [bool(ready_eff[p.slot]) for p in live]
+        ready_of = [eff[p.slot] for p in live]
         avail = sum(ready_of)
-        yield "kube_deployment_spec_replicas", (ns, d), float(dep.replicas)
-        yield "kube_deployment_status_replicas", (ns, d), float(len(live))
-        yield "kube_deployment_status_replicas_available", (ns, d), float(avail)
-        yield "kube_deployment_status_replicas_unavailable", (ns, d), float(max(0, dep.replicas - avail) if live or dep.replicas else 0)
-        yield "kube_deployment_status_replicas_updated", (ns, d), float(len(dep.current.pods))
+        out = [float(dep.replicas), float(len(live)), float(avail),
+               float(max(0, dep.replicas - avail) if live or dep.replicas else 0), float(len(dep.current.pods))]
         # the statuses of `SimBackend.deployment_conditions` (its messages are not exported here)
         _, unavail = rolling_params(dep.replicas)
-        for cond, st in (("Available", "true" if avail >= dep.replicas - unavail else "false"),
-                         ("Progressing", "false" if dep.progress_failed else "true")):
-            for s in ("true", "false", "unknown"):
-                yield "kube_deployment_status_condition", (ns, d, cond, s), float(st == s)
-        yield "kube_deployment_metadata_generation", (ns, d), float(dep.generation)
-        yield "kube_deployment_status_observed_generation", (ns, d), float(dep.observed_generation)
-        for rs in dep.rss:
-            yield "kube_replicaset_status_ready_replicas", (ns, rs.name), float(sum(1 for p in rs.pods if ready_eff[p.slot]))
+        for st in ("true" if avail >= dep.replicas - unavail else "false", "false" if dep.progress_failed else "true"):
+            out += [float(st == "true"), float(st == "false"), float(st == "unknown")]
+        out += [float(dep.generation), float(dep.observed_generation)]
+        out += [float(sum(1 for p in rs.pods if eff[p.slot])) for rs in dep.rss]
         # `endpoints_of(dep.svc)`'s two lists, counted
         n_ready = n_not = 0
         if not sim.res.no_endpoints[dep.svc]:
@@ -553,8 +637,12 @@ class MetricWriter:
                     n_ready += 1
                 else:
                     n_not += 1
-        yield "kube_endpoint_address_available", (ns, d), float(n_ready)
-        yield "kube_endpoint_address_not_ready", (ns, d), float(n_not)
+        out += [float(n_ready), float(n_not)]
+        return out
+
+    def _dep_series(self, dep) -> list[tuple[str, tuple, float]]:
+        """A Deployment's series: (family, label values, value), in order."""
+        return [(k[0], k[1], v) for k, v in zip(self._dep_keys(dep), self._dep_values(dep))]
 
     def _node_series(self, n):
         ready = "true" if n.ready else "unknown"

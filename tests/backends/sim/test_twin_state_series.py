@@ -1,5 +1,6 @@
 """The metric writer's state families: an object whose series are the same (family and labels, in order)
-as at its last change takes the value-only fast path of `MetricWriter._update`, and the store it writes
+as at its last change takes the value-only fast path of `MetricWriter._update` (by its shape, or by its
+series compared), and the store it writes
 is exactly the one the full re-derivation writes (labels, rows and every sample), through rollouts,
 crash loops, OOM kills, a drained node and scaling."""
 
@@ -25,15 +26,14 @@ def _run(monkeypatch, fast: bool):
     taken = [0]
     orig = MetricWriter._update
 
-    def update(self, key, sig, series, dirty):
+    def update(self, key, sig, series, dirty, shape=None, values=None):
         old = self._objects.get(key)
-        hit = old is not None and old[0] != sig and old[2] is not None and \
-            [it[:2] for it in series()] == old[2]
-        out = orig(self, key, sig, series, dirty)
+        hit = old is not None and old[0] != sig and old[2] is not None and series()[0] == old[2]
+        out = orig(self, key, sig, series, dirty, shape, values)
         taken[0] += hit
         if not fast:
             o = self._objects[key]
-            self._objects[key] = (o[0], o[1], None, None, None)
+            self._objects[key] = (o[0], o[1], None, None, None, None)
         return out
 
     with monkeypatch.context() as mp:
@@ -49,7 +49,7 @@ def _run(monkeypatch, fast: bool):
 def _check_kept(sim: SimBackend) -> None:
     w = sim.writer
     kept = 0
-    for sig, entries, keys, rows, vals in w._objects.values():
+    for sig, entries, keys, rows, vals, shape in w._objects.values():
         if keys is None:
             continue
         kept += 1
