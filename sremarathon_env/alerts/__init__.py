@@ -3,7 +3,7 @@
 >>> from sremarathon_env.alerts import load_rule_pack
 >>> pack = load_rule_pack()
 >>> pack.version
-'1.2.0'
+'1.3.0'
 """
 
 from .engine import PromQLEngine

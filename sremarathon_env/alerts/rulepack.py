@@ -2,7 +2,7 @@
 
 >>> pack = load_rule_pack()
 >>> pack.version, len(pack.rules) >= 44
-('1.2.0', True)
+('1.3.0', True)
 >>> pack.rules[0].name
 'KubePodCrashLooping'
 """

@@ -9,7 +9,7 @@ the names in ``sremarathon_env/telemetry/catalogue.py``.
 
 >>> text = render_pack()
 >>> text.splitlines()[0]
-'# sremarathon-rule-pack-version: 1.2.0'
+'# sremarathon-rule-pack-version: 1.3.0'
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-PACK_VERSION = "1.2.0"
+PACK_VERSION = "1.3.0"
 PACK_PATH = Path(__file__).with_name("pack.yaml")
 APPS = ("online-boutique", "train-ticket", "astronomy-shop")
 #: pod name = <deployment>-<10 chars>-<5 chars> (the ReplicaSet hash alphabet)
@@ -200,6 +200,19 @@ def mesh_rules() -> list[dict]:
                   "Calls from {{ $labels.service }} to {{ $labels.destination_workload }} are slow",
                   "{{ $value }} of calls from {{ $labels.service }} to "
                   "{{ $labels.destination_workload }} take over 1 s as the caller sees them."))
+    # a failing edge (a partition or packet loss on one route, a dependency failing one caller): more than 10 % of
+    # one caller's calls to one callee fail, at least 1.5 times the callee-wide share above (which the callee's other
+    # callers dilute: that rule fires late or never for a low-traffic route; a route with half or more of the callee's
+    # calls still counts); a callee failing alike for every caller is ServiceCallFailuresHigh alone, not one alert per
+    # caller as well; service = the caller
+    edge_fail = (f'sum by ({edge}) (rate({src},response_code=~"5..|0"}}[5m])) / '
+                 f'sum by ({edge}) (rate({src}}}[5m]))')
+    r.append(rule("ServiceCallErrorsHigh", "service-error-ratio",
+                  f'label_replace(({edge_fail} > 0.1) > on (namespace, destination_workload) group_left 1.5 * ({fail}), '
+                  f'"service", "$1", "source_workload", "(.+)")', "3m", "warning",
+                  "Calls from {{ $labels.service }} to {{ $labels.destination_workload }} fail",
+                  "{{ $value }} of calls from {{ $labels.service }} to "
+                  "{{ $labels.destination_workload }} fail as the caller sees them."))
     r.append(rule("ServiceTrafficStopped", "service-traffic",
                   by_workload(f'(sum by (namespace, destination_workload) (rate({dst}}}[5m] offset 10m)) > 0.1) unless on (namespace, destination_workload) '
                               f'(sum by (namespace, destination_workload) (rate({dst}}}[2m])) > 0)'),
