@@ -89,6 +89,7 @@ RUNBOOK: dict[str, Row] = {
     "ServiceErrorRateCritical": Row(31, "dependency", "", _restart),
     "ServiceErrorRateHigh": Row(30, "dependency", "", _restart),
     "ServiceCallFailuresHigh": Row(29, "network", "", _restart),
+    "ServiceCallErrorsHigh": Row(29, "network", "", _restart),
     "ServiceCallLatencyHigh": Row(28, "network", "", _restart),
     "ServiceTrafficStopped": Row(27, "network", "", _restart),
     "MessagingSpanErrorsHigh": Row(30, "dependency", "", _restart),
