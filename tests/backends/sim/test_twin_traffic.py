@@ -5,6 +5,8 @@ import pytest
 
 from apps import load_app, parse_app
 from sremarathon_env.backends.sim import SimBackend
+from sremarathon_env.backends.sim.model import CompiledApp
+from sremarathon_env.backends.sim.traffic import TrafficModel, add_children
 
 
 @pytest.mark.parametrize("name", ["online-boutique", "train-ticket", "astronomy-shop"])
@@ -101,3 +103,43 @@ def test_rates_are_steps_rates_and_edge_rates_can_be_left_out():
     assert np.array_equal(edge, out.edge_rate)
     node2, svc2, none = tm.rates(task, edges=False)
     assert none is None and np.array_equal(node2, node) and np.array_equal(svc2, svc)
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket", "astronomy-shop"])
+def test_add_children_equals_the_fancy_index_update(app):
+    """`add_children` against ``LL[:, :, parents] += reduceat(...)`` bit for bit, on every level of the app's
+    call trees, for one and several ticks, with values of every magnitude and sign (and +-0, inf)."""
+    m = CompiledApp(load_app(app))
+    tm = TrafficModel(m)
+    rng = np.random.default_rng(7)
+    for K in (1, 2, 5):
+        LL = rng.standard_normal((2, K, m.N)) * 10.0 ** rng.integers(-300, 300, size=(2, K, m.N))
+        LL.flat[::17] = 0.0
+        LL.flat[5::23] = -0.0
+        LL.flat[3::97] = np.inf
+        want, got = LL.copy(), LL.copy()
+        for idx, dl, dl_k, dl_K, W, starts, parents in tm._levels:
+            assert len(np.unique(parents)) == len(parents)
+            want[:, :, parents] += np.add.reduceat(want[:, :, idx] * W, starts, axis=2)
+            add_children(got, idx, W, starts, parents)
+            assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket"])
+def test_group_sums_gather_as_fancy_indexing_does(app):
+    """`_Groups` gathers its columns with ``take``: the floats of ``X[..., order]`` (with weights and groups
+    without members)."""
+    from sremarathon_env.backends.sim.traffic import _Groups
+
+    m = CompiledApp(load_app(app))
+    tm = TrafficModel(m)
+    X = np.random.default_rng(3).standard_normal((3, 10, m.N))
+    for g in (tm._svc, tm._edge, tm._deg, _Groups(m.node_svc[: m.N // 2], m.S + 3)):
+        Y = X[..., : len(g.order)] if len(g.order) < m.N else X
+        cols = Y[..., g.order]
+        if g.weight is not None:
+            cols = cols * g.weight
+        want = np.zeros(Y.shape[:-1] + (g.n,))
+        if len(g.order):
+            want[..., g.present] = np.add.reduceat(cols, g.starts, axis=-1)
+        assert np.array_equal(g(Y).view(np.int64), want.view(np.int64))
