@@ -38,6 +38,7 @@ from scratch if that column changed (a cheap guard, not a proof).
 from __future__ import annotations
 
 import importlib
+import threading
 
 import numpy as np
 
@@ -80,6 +81,42 @@ def _empty_small_pages(shape: tuple, dtype) -> np.ndarray:
     finally:
         _SET_MADVISE_HUGEPAGE(old)
 
+
+
+# -- buffers of released tapes ---------------------------------------------------------------------------------
+#: the summary-array buffers of released tapes (`Tape.release`), for the next tapes' arrays: their pages are in
+#: memory already (a fresh array faults each page in at its first write, ~1.3 us a page on this VM: ~130 pages per
+#: 8-column sync of an Online Boutique tape, ~310 for Train Ticket). The arrays are uninitialised by contract (every
+#: cell is written before it is read, see ``Tape._alloc``), so what an earlier tape left in a buffer is never read.
+#: A buffer serves an array of between half its size and its size; at most `POOL_MAX` buffers (one tape's arrays)
+#: are kept, none under `POOL_MIN_BYTES`.
+_POOL: list[np.ndarray] = []
+_POOL_LOCK = threading.Lock()
+POOL_MAX = 8
+POOL_MIN_BYTES = 1 << 20
+#: slot capacities are rounded up to a multiple of this, so that the tapes of one app's episodes (a few slots more or
+#: less) get arrays of the same shapes, whose used cells lie on the pages the previous tape used
+SLOT_ROUND = 256
+
+
+def _buffer(n_items: int) -> np.ndarray:
+    """A 1-D float64 buffer of at least ``n_items`` items: the smallest pooled one that fits, else a fresh one."""
+    if n_items * 8 >= POOL_MIN_BYTES:
+        with _POOL_LOCK:
+            best = None
+            for i, b in enumerate(_POOL):
+                if n_items <= b.size <= 2 * n_items and (best is None or b.size < _POOL[best].size):
+                    best = i
+            if best is not None:
+                return _POOL.pop(best)
+    return _empty_small_pages((n_items,), np.float64)
+
+
+def _give_back(buffers: list) -> None:
+    with _POOL_LOCK:
+        for b in buffers:
+            if b.nbytes >= POOL_MIN_BYTES and len(_POOL) < POOL_MAX and not any(b is x for x in _POOL):
+                _POOL.append(b)
 
 
 #: up to this many columns and from this many slots, running sums and maxima over the time axis go row by row
@@ -201,8 +238,24 @@ class Tape:
         # columns [0, k]; CC: value changes in columns [0, k]; LR: last reset column <= k (0 if none)
         # column-major: a (slots, columns) view of a (columns, slots) array, so that the columns written so far
         # are all the memory touched (row-major, a first sync touched every page of every row in use at once)
+        # each array is a view of a buffer (fresh, or one a released tape gave back: see `release`)
+        self._bufs = []
         for name, dt, extra in self._ARRAYS:
-            setattr(self, name, _empty_small_pages((cap + extra, n_slots), dt).T)
+            n = (cap + extra) * n_slots
+            buf = _buffer(n)
+            self._bufs.append(buf)
+            setattr(self, name, buf[:n].view(dt).reshape(cap + extra, n_slots).T)
+
+    def release(self) -> None:
+        """Give the summary arrays' buffers to the next tapes (the owner is done with this tape: a marathon that
+        ended). The tape stays usable: its next sync allocates arrays again and starts from column 0, which gives
+        the same summaries (`sync` after a detected rewrite does the same)."""
+        bufs = self._bufs
+        self._alloc(1, 1)   # placeholders (below the pool's size), nothing synced
+        self.N = 0
+        self._groups = None
+        self._pending = []
+        _give_back(bufs)
 
     def _grow(self, n_slots: int, cap: int) -> None:
         """Larger (uninitialised, see ``_alloc``) arrays holding what was written of the old ones."""
@@ -213,6 +266,8 @@ class Tape:
         # faulted marathon replaces about double them, random RL actions about triple them; a later growth
         # copies every summary so far and holds both copies)
         S2 = max((4 if self.N == 0 else 2) * n_slots, 2 * s) if n_slots > s else s
+        if S2 > s:
+            S2 = -(-S2 // SLOT_ROUND) * SLOT_ROUND
         T2 = max(cap, 2 * t if cap > t else t)
         S, N = len(self._row_of), self.N
         old = {name: getattr(self, name) for name, _, _ in self._ARRAYS}

@@ -219,3 +219,61 @@ def test_summaries_equal_their_definitions_in_any_chunking(chunks, rowwise, shuf
             assert getattr(tape, name)[s, :150].tolist() == ref[name], (name, s)
         assert tape.PREV[s, :150].tobytes() == np.array(ref["PREV"]).tobytes()
         assert tape.POS[s, : len(ref["POS"])].tolist() == ref["POS"]
+
+
+def test_released_buffers_serve_the_next_tape_and_change_no_result(monkeypatch):
+    # a released tape's buffers hold its summaries: the next tape (another store, other values) takes them and must
+    # compute exactly what a fresh tape does; the released tape itself, used again, starts over and agrees too
+    import sremarathon_env.alerts.tape as tape_mod
+
+    monkeypatch.setattr(tape_mod, "_POOL", [])
+    monkeypatch.setattr(tape_mod, "POOL_MIN_BYTES", 0)
+    windows = [(name, r, o) for name in CODES for r, o in ((300_000, 0), (900_000, 60_000))]
+
+    def run(tape, store, n_rows, a0=0, a1=120):
+        fam = store.families("c_total")[0]
+        rows = np.arange(n_rows)
+        slots = tape.slots([(fam, int(r)) for r in rows])
+        spec = KernelSpec(np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], n_rows),
+                          np.repeat([w[2] for w in windows], n_rows), np.repeat([CODES[w[0]] for w in windows], n_rows))
+        for a in range(a0, a1, 8):
+            times = np.arange(a, a + 8, dtype=np.int64) * ST
+            tape.sync(a + 8)
+            v, p = window_kernel(tape, spec, times, 0, ST)
+            for k, (name, r, o) in enumerate(windows):
+                rv, rp = _reference(store, fam, rows, name, r, o, times)
+                sl = slice(n_rows * k, n_rows * (k + 1))
+                assert np.array_equal(p[sl], rp), (name, r, o, a)
+                assert np.where(rp, rv, 0.0).tobytes() == np.where(rp, v[sl], 0.0).tobytes(), (name, r, o, a)
+
+    first_store, second_store = _store(7, 30, 120), _store(8, 28, 120)
+    first = Tape(first_store, capacity=130)
+    run(first, first_store, 30, 0, 64)
+    released = list(first._bufs)
+    first.release()
+    assert len(tape_mod._POOL) == len(Tape._ARRAYS) and first.N == 0
+    second = Tape(second_store, capacity=130)
+    run(second, second_store, 28)
+    assert any(b is r for b in second._bufs for r in released)   # the pooled buffers were taken
+    run(first, first_store, 30, 64, 120)                         # used after release: starts over, same results
+    assert first.N == 120 and not any(b is r for b in first._bufs for r in second._bufs)
+    # bounded: one tape's arrays at most, and no buffer twice
+    for t in (first, second, Tape(first_store, capacity=130)):
+        t.release()
+        t.release()
+    assert len(tape_mod._POOL) <= tape_mod.POOL_MAX
+    assert len({id(b) for b in tape_mod._POOL}) == len(tape_mod._POOL)
+
+
+def test_small_arrays_are_not_pooled_and_slot_capacities_are_rounded(monkeypatch):
+    import sremarathon_env.alerts.tape as tape_mod
+
+    monkeypatch.setattr(tape_mod, "_POOL", [])
+    store = _store(9, 20, 30)
+    fam = store.families("c_total")[0]
+    tape = Tape(store)
+    tape.slots([(fam, r) for r in range(20)])
+    tape.sync()
+    assert tape.cap_s % tape_mod.SLOT_ROUND == 0 and tape.cap_s >= 80
+    tape.release()
+    assert all(b.nbytes >= tape_mod.POOL_MIN_BYTES for b in tape_mod._POOL)
