@@ -80,7 +80,7 @@ def traffic_increments(me: np.ndarray, src_mask: np.ndarray, out, uh: np.ndarray
     # request counters by code
     rate = out.edge_rate.take(me, axis=1)
     unreach = out.edge_unreach.take(me, axis=1)
-    uh_e = uh[..., me]
+    uh_e = uh.take(me, axis=-1)
     app = out.edge_app.take(me, axis=1)
     reached = out.edge_reached.take(me, axis=1)
     inc = np.empty((K, nm, len(CODE_COLS)))   # the 7 code columns written in place (np.stack's floats)
@@ -266,7 +266,7 @@ class MetricWriter:
                     late.append((a, np.flatnonzero(new.reshape(-1))))
         if enabled:
             self._rebuild_req()
-        self.req._data[self.req_rows, cols] = cum.reshape(K, -1)[:, self.req_flat].T
+        self.req._data[self.req_rows, cols] = cum.reshape(K, -1).take(self.req_flat, axis=1).T
         for a, flat in late:   # not written before their run (new rows: NaN, as unwritten cells are)
             self.req._data[self.req_rows[np.isin(self.req_flat, flat)], k0:k0 + a] = np.nan
         h = seqsum(self.h_cum, incs.bucket)

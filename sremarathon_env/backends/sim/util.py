@@ -62,7 +62,33 @@ def iso_ms(t: float) -> str:
 
 
 def norm_cdf(x: np.ndarray) -> np.ndarray:
-    """Standard normal CDF, vectorised (Abramowitz-Stegun 7.1.26 erf; |error| < 1.5e-7)."""
+    """Standard normal CDF, vectorised (Abramowitz-Stegun 7.1.26 erf; |error| < 1.5e-7): `norm_cdf_plain`'s
+    floats, computed in place (the same IEEE operations on the same operands, products and sums with their
+    operands swapped where that saves a temporary: both are commutative)."""
+    x = np.asarray(x, dtype=float)
+    z = np.abs(x)
+    z *= 0.7071067811865476
+    t = np.multiply(z, 0.3275911)
+    t += 1.0
+    np.divide(1.0, t, out=t)
+    poly = np.multiply(t, 1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += c
+        poly *= t
+    e = np.negative(z)
+    e *= z
+    np.exp(e, out=e)
+    e *= poly
+    np.subtract(1.0, e, out=e)                 # erf
+    out = np.sign(x)
+    out *= e
+    out += 1.0
+    out *= 0.5
+    return out
+
+
+def norm_cdf_plain(x: np.ndarray) -> np.ndarray:
+    """The definition of `norm_cdf` (tests)."""
     z = np.abs(x) * 0.7071067811865476
     t = 1.0 / (1.0 + 0.3275911 * z)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))

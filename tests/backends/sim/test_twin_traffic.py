@@ -143,3 +143,18 @@ def test_group_sums_gather_as_fancy_indexing_does(app):
         if len(g.order):
             want[..., g.present] = np.add.reduceat(cols, g.starts, axis=-1)
         assert np.array_equal(g(Y).view(np.int64), want.view(np.int64))
+
+
+def test_norm_cdf_in_place_equals_its_definition():
+    """`norm_cdf` (in place) against `norm_cdf_plain`, bit for bit: every magnitude and sign, +-0, +-inf, NaN,
+    subnormals; 1-D and 3-D, float and integer input."""
+    from sremarathon_env.backends.sim.util import norm_cdf, norm_cdf_plain
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(20000) * 10.0 ** rng.integers(-320, 308, 20000)
+    x = np.concatenate([x, rng.standard_normal(2000), [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -5e-324]])
+    with np.errstate(all="ignore"):
+        for arr in (x, x[:2040].reshape(4, 30, 17), np.arange(-40, 40)):
+            got, want = norm_cdf(arr), norm_cdf_plain(arr)
+            assert got.shape == want.shape and got.dtype == want.dtype == np.float64
+            assert np.array_equal(got.view(np.int64), want.view(np.int64))
