@@ -433,6 +433,16 @@ class KernelSpec:
         self.has_rate = bool((self.codes == CODES["rate"]).any())
         self.only_ext = all(c in _EXTRAPOLATED for c in self.present)
         self.col = self.slots[:, None]
+        # runs of rows with the same window (a plan lists each range call's rows together): the window bounds are
+        # computed once per run and repeated over its rows (the same integers); None where runs do not pay
+        self.runs = None
+        R = len(self.slots)
+        if R:
+            o = self.offset_ms
+            starts = np.flatnonzero(np.concatenate(([True], (r[1:] != r[:-1]) | (o[1:] != o[:-1]))))
+            if 4 * len(starts) <= R:
+                run_r, run_o = r[starts][:, None], o[starts][:, None]
+                self.runs = (np.diff(np.append(starts, R)), run_r, run_o, run_r + run_o)
 
 
 def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None):
@@ -445,11 +455,23 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     cap = tape.cap_t
     S = tape.cap_s  # the arrays are column-major: [slot, column] is at flat offset column * S + slot
     base = spec.col
-    ref = times[None, :] - spec.offset_ms[:, None]
-    lo = np.maximum(-((spec.range_ms[:, None] + t0_ms - ref) // st), 0)
-    hi = np.minimum((ref - t0_ms) // st, N - 1)
-    nonempty = hi >= lo
-    hi_c = np.maximum(hi, 0)
+    if spec.runs is not None:   # per run of rows with one window, repeated over its rows
+        lens, run_r, run_o, run_w = spec.runs
+        ref = times[None, :] - run_o
+        lo = np.maximum(-((run_r + t0_ms - ref) // st), 0)
+        hi = np.minimum((ref - t0_ms) // st, N - 1)
+        nonempty = np.repeat(hi >= lo, lens, axis=0)
+        hi_c = np.repeat(np.maximum(hi, 0), lens, axis=0)
+        lo = np.repeat(lo, lens, axis=0)
+        win_start = np.repeat(times[None, :] - run_w, lens, axis=0) if spec.ext else None
+        ref = np.repeat(ref, lens, axis=0)
+    else:
+        ref = times[None, :] - spec.offset_ms[:, None]
+        lo = np.maximum(-((spec.range_ms[:, None] + t0_ms - ref) // st), 0)
+        hi = np.minimum((ref - t0_ms) // st, N - 1)
+        nonempty = hi >= lo
+        hi_c = np.maximum(hi, 0)
+        win_start = times[None, :] - spec.window_ms if spec.ext else None
     CS = tape.CS.T.ravel()
     before = CS.take(base + np.minimum(lo, N) * S)
     cnt = np.where(nonempty, CS.take(base + (hi_c + 1) * S) - before, 0)
@@ -489,7 +511,7 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
         ft = t0_ms + first * st
         lt = t0_ms + last * st
         with np.errstate(all="ignore"):
-            d_start = (ft - (times[None, :] - spec.window_ms)).astype(np.float64) / 1000
+            d_start = (ft - win_start).astype(np.float64) / 1000
             d_end = (ref - lt).astype(np.float64) / 1000
             sampled = (lt - ft).astype(np.float64) / 1000
             avg = sampled / (cnt - 1).astype(np.float64)

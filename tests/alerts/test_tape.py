@@ -277,3 +277,26 @@ def test_small_arrays_are_not_pooled_and_slot_capacities_are_rounded(monkeypatch
     assert tape.cap_s % tape_mod.SLOT_ROUND == 0 and tape.cap_s >= 80
     tape.release()
     assert all(b.nbytes >= tape_mod.POOL_MIN_BYTES for b in tape_mod._POOL)
+
+
+def test_window_runs_and_row_by_row_windows_give_the_same_results():
+    # rows listed in runs of one window take the per-run bounds; the same rows shuffled (no runs) take per-row
+    # bounds: the same values and presence, bit for bit, row for row
+    store = _store(4, 16, 90)
+    fam = store.families("c_total")[0]
+    tape = Tape(store)
+    slots = tape.slots([(fam, r) for r in range(16)])
+    windows = [(name, r, o) for name in CODES for r, o in ((300_000, 0), (120_000, 60_000), (3_600_000, 0))]
+    args = (np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], 16), np.repeat([w[2] for w in windows], 16),
+            np.repeat([CODES[w[0]] for w in windows], 16))
+    grouped = KernelSpec(*args)
+    perm = np.random.default_rng(0).permutation(len(args[0]))
+    shuffled = KernelSpec(*(a[perm] for a in args))
+    assert grouped.runs is not None and shuffled.runs is None
+    for a in range(0, 88, 8):
+        times = np.arange(a, a + 8, dtype=np.int64) * ST
+        tape.sync(a + 8)
+        v1, p1 = window_kernel(tape, grouped, times, 0, ST)
+        v2, p2 = window_kernel(tape, shuffled, times, 0, ST)
+        assert np.array_equal(p1[perm], p2)
+        assert v1[perm].tobytes() == v2.tobytes()   # every cell, present or not
