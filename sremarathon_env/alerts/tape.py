@@ -433,6 +433,8 @@ class KernelSpec:
         self.has_rate = bool((self.codes == CODES["rate"]).any())
         self.only_ext = all(c in _EXTRAPOLATED for c in self.present)
         self.col = self.slots[:, None]
+        #: the rows of each function the kernel does not extrapolate
+        self.rows_of = {c: np.flatnonzero(self.codes == c) for c in self.present if c not in _EXTRAPOLATED}
         # runs of rows with the same window (a plan lists each range call's rows together): the window bounds are
         # computed once per run and repeated over its rows (the same integers); None where runs do not pay
         self.runs = None
@@ -474,9 +476,10 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
         win_start = times[None, :] - spec.window_ms if spec.ext else None
     CS = tape.CS.T.ravel()
     before = CS.take(base + np.minimum(lo, N) * S)
-    cnt = np.where(nonempty, CS.take(base + (hi_c + 1) * S) - before, 0)
+    hi_at = base + hi_c * S   # flat offsets of the last column of each window
+    cnt = np.where(nonempty, CS.take(hi_at + S) - before, 0)
     has = cnt > 0
-    last = np.where(has, tape.PV.T.ravel().take(base + hi_c * S), 0)
+    last = np.where(has, tape.PV.T.ravel().take(hi_at), 0)
     first = np.where(has, tape.POS.T.ravel().take(base + np.minimum(before, cap - 1) * S), 0)
     ilast = base + last * S
     ifirst = base + first * S
@@ -533,20 +536,21 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     if out_v is None:
         out_v = np.zeros((R, T))
         out_p = np.zeros((R, T), bool)
-    code = spec.codes[:, None]
+    else:
+        out_p = out_p.copy()   # (``ok``) written in place below
+    # the other functions on their own rows only (the arrays above are fresh: written in place)
     for c in codes:
         if c in _EXTRAPOLATED:
             continue
-        m = code == c
+        rows = spec.rows_of[c]
         if c in (3, 4):
             A = (tape.CC if c == 3 else tape.RC).T.ravel()
-            val = (A.take(ilast) - A.take(ifirst)).astype(np.float64)
-            out_v = np.where(m, val, out_v)
+            out_v[rows] = (A.take(ilast[rows]) - A.take(ifirst[rows])).astype(np.float64)
         elif c == 5:
-            out_v = np.where(m, cnt.astype(np.float64), out_v)
+            out_v[rows] = cnt[rows].astype(np.float64)
         elif c == 6:
-            out_v = np.where(m, V.take(ilast), out_v)
+            out_v[rows] = V.take(ilast[rows])
         else:
-            out_v = np.where(m, 1.0, out_v)
-        out_p = np.where(m, has, out_p)
+            out_v[rows] = 1.0
+        out_p[rows] = has[rows]
     return out_v, out_p

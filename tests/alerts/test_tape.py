@@ -300,3 +300,26 @@ def test_window_runs_and_row_by_row_windows_give_the_same_results():
         v2, p2 = window_kernel(tape, shuffled, times, 0, ST)
         assert np.array_equal(p1[perm], p2)
         assert v1[perm].tobytes() == v2.tobytes()   # every cell, present or not
+
+
+def test_each_function_on_its_own_rows_equals_the_function_alone():
+    # a spec mixing every function: each row's values and presence, cell for cell, equal those of a spec holding
+    # that function's rows only (the non-extrapolated functions are computed on their own rows)
+    store = _store(6, 10, 80)
+    fam = store.families("c_total")[0]
+    tape = Tape(store)
+    slots = tape.slots([(fam, r) for r in range(10)])
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, len(CODES), size=60)
+    sl, rng_ms, off = np.tile(slots, 6), rng.choice([120_000, 300_000, 900_000], 60), rng.choice([0, 60_000], 60)
+    mixed = KernelSpec(sl, rng_ms, off, codes)
+    tape.sync(80)
+    times = np.arange(70, 78, dtype=np.int64) * ST
+    v, p = window_kernel(tape, mixed, times, 0, ST)
+    for c in range(len(CODES)):
+        rows = np.flatnonzero(codes == c)
+        if not len(rows):
+            continue
+        v1, p1 = window_kernel(tape, KernelSpec(sl[rows], rng_ms[rows], off[rows], codes[rows]), times, 0, ST)
+        assert np.array_equal(p[rows], p1), c
+        assert v[rows].tobytes() == v1.tobytes(), c
