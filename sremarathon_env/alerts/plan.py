@@ -251,8 +251,10 @@ class _Pass(_Node):
     def rebind(self, child):
         self.child = child
 
-    def compute(self, E):
-        return self.child.value(E)
+    def value(self, E: _Env):
+        return self.child.value(E)   # the child's very values (it keeps them for the call)
+
+    compute = value
 
 
 class _Agg(_Node):
@@ -365,6 +367,8 @@ class _VecScalar(_Node):
         self.op, self.vec, self.sc, self.left, self.rb = op, vec, sc, scalar_left, return_bool
         self.labels = labels
         self.const = sc.val if isinstance(sc, _Const) else None
+        self.arith = ARITH_FUNCS.get(op)   # (else a comparison)
+        self.cmp = CMP_FUNCS.get(op)
 
     def rebind(self, a, b):
         self.vec, self.sc = a, b
@@ -372,15 +376,16 @@ class _VecScalar(_Node):
 
     def compute(self, E):
         v, p = self.vec.value(E)
-        s = self.const if self.const is not None else self.sc.value(E)[None, :]
+        s = self.const
+        if s is None:
+            s = self.sc.value(E)[None, :]
         lv, rv = (s, v) if self.left else (v, s)
-        op = self.op
-        if op in ARITH_FUNCS:  # floating-point warnings are off for the whole call (PackPlan.evaluate)
-            r = ARITH_FUNCS[op](lv, rv)
+        if self.arith is not None:  # floating-point warnings are off for the whole call (PackPlan.evaluate)
+            r = self.arith(lv, rv)
             if r.shape != v.shape:
                 r = np.broadcast_to(r, v.shape)
             return r.astype(np.float64, copy=False), p
-        c = CMP_FUNCS[op](lv, rv)
+        c = self.cmp(lv, rv)
         if self.rb:
             return c.astype(np.float64), p
         return v, p & c
@@ -536,6 +541,7 @@ class PackPlan:
         self._roots: list[_Node | None] = []
         self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
         self._lr_rows: dict[tuple, dict] = {}  # label_replace results per input label set
+        self._lr_tags: dict[str, tuple] = {}  # per label_replace node key: ("label_replace", dst, repl, src, regex)
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
         self._name_sig: dict[str, tuple] = {}
@@ -947,7 +953,12 @@ class PackPlan:
             parts, labels = self._selection(node)
             if not labels:
                 return _Empty()
-            return self._reuse((node.key, id(labels)), lambda: _Sel(self, node, parts, labels))
+            ck = (node.key, id(labels))
+            hit = self._old.get(ck)   # (_reuse, inline)
+            if hit is None:
+                hit = _Sel(self, node, parts, labels)
+            self._cache[ck] = hit
+            return hit
         if isinstance(node, S.Call) and node.name in _BATCHED and isinstance(node.args[0], S.MatSel) and len(node.args) == 1:
             ms = node.args[0]
             sel = ms.sel
@@ -959,13 +970,14 @@ class PackPlan:
             if (len(parts) != 1 or parts[0][0] == "perm") and _has_dup(out_labels):
                 return self._generic(node, [])
             if node.name in CODES and sel.at_ms is None:
-                def kernel_range():
+                ck = (node.key, id(labels))
+                rn = self._old.get(ck)   # (_reuse, inline)
+                if rn is None:
                     rn = _Range(None, 0, len(labels), out_labels)
                     rn.slots = self._slots(parts, labels)
                     rn.window = (ms.range_ms, sel.offset_ms, CODES[node.name])
                     rn.kernel = True
-                    return rn
-                rn = self._reuse((node.key, id(labels)), kernel_range)
+                self._cache[ck] = rn
                 self._kernel_nodes[id(rn)] = rn
             else:
                 gk = (node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
@@ -982,9 +994,13 @@ class PackPlan:
             child = self._node(node.args[0])
             if not child.labels:
                 return _Empty() if child.kind == "v" else self._generic(node, [(node.args[0], child)])
-            dst, repl, src, rx = (a.val for a in node.args[1:])
-            tag = ("label_replace", dst, repl, src, rx)
-            out = memo(tag, (child.labels,), lambda: self._label_replace(tag, child.labels, dst, repl, src, rx))
+            tag = self._lr_tags.get(node.key)
+            if tag is None:
+                tag = self._lr_tags[node.key] = ("label_replace",) + tuple(a.val for a in node.args[1:])
+            _, dst, repl, src, rx = tag
+            out = memo_get(tag, (child.labels,))
+            if out is _NONE:
+                out = memo(tag, (child.labels,), lambda: self._label_replace(tag, child.labels, dst, repl, src, rx))
             if _has_dup(out):
                 return self._generic(node, [(node.args[0], child)])
             out = self._intern(node.key, out)
@@ -1020,7 +1036,13 @@ class PackPlan:
                     return _Empty()
                 ck = (node.key, _lid(lhs), _lid(rhs))
                 if node.op in CMP_FUNCS and not node.return_bool:
-                    return self._reuse(ck, lambda: _VecScalar(node.op, vec, sc, left, False, vec.labels), (vec, sc))
+                    hit = self._old.get(ck)   # (_reuse, inline)
+                    if hit is None:
+                        hit = _VecScalar(node.op, vec, sc, left, False, vec.labels)
+                    else:
+                        hit.rebind(vec, sc)
+                    self._cache[ck] = hit
+                    return hit
                 labels = drop_names(vec.labels)
                 if _has_dup(labels):
                     return self._generic(node, [(node.lhs, lhs), (node.rhs, rhs)])
