@@ -233,8 +233,8 @@ class TrafficModel:
         reach = inp._reach
         for idx, dl, dl_k, dl_K, W, starts, parents in self._levels:
             if len(dl):
-                mean = lat[:, dl]
-                s = sigma[:, dl]
+                mean = lat.take(dl, axis=1)
+                s = sigma.take(dl, axis=1)
                 mu = np.log(np.maximum(mean, EPS)) - 0.5 * s * s
                 # both CDFs in one elementwise pass (the same floats as two calls)
                 both = norm_cdf(np.concatenate([(mu - dl_k) / s, (mu + s * s - dl_k) / s], axis=1))
@@ -242,9 +242,12 @@ class TrafficModel:
                 p_over = both[:, :nd]
                 overshoot = mean * both[:, nd:] - dl_K * p_over
                 lat[:, dl] = mean - np.maximum(overshoot, 0.0)
-                t_dl = p_over * reach[..., dl]   # (N,) inputs, or (K, N) per-tick inputs
+                t_dl = p_over * reach.take(dl, axis=-1)   # (N,) inputs, or (K, N) per-tick inputs
                 timeout[:, dl] = t_dl
-                logs_[:, dl] += np.log(np.maximum(1.0 - t_dl, EPS))
+                # logs_[:, dl] += log(...), as log(...) + logs_[:, dl] (the one commutative addition)
+                lg = np.log(np.maximum(1.0 - t_dl, EPS))
+                lg += logs_.take(dl, axis=1)
+                logs_[:, dl] = lg
             add_children(LL, idx, W, starts, parents)
         fail = 1.0 - np.exp(logs_)
         own_fail = 1.0 - np.exp(inp._log_reach_app + np.log(np.maximum(1.0 - timeout, EPS)))
