@@ -158,3 +158,19 @@ def test_norm_cdf_in_place_equals_its_definition():
             got, want = norm_cdf(arr), norm_cdf_plain(arr)
             assert got.shape == want.shape and got.dtype == want.dtype == np.float64
             assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def test_seqsum_row_by_row_equals_the_cumulative_sum():
+    """`seqsum` (row by row for few ticks or wide rows) against `seqsum_plain` (cumsum), bit for bit: one to
+    70 ticks, rows of 1 to 5000 values in 1-3 dimensions, values of every magnitude, broadcast increments."""
+    from sremarathon_env.backends.sim.util import SEQSUM_ROWS, SEQSUM_WIDTH, seqsum, seqsum_plain
+
+    rng = np.random.default_rng(2)
+    for K in (1, 2, 3, SEQSUM_ROWS, SEQSUM_ROWS + 1, 17, 70):
+        for shape in ((1,), (SEQSUM_WIDTH - 1,), (SEQSUM_WIDTH,), (5000,), (13, 2, 14), (40, 7)):
+            start = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 8, size=shape)
+            inc = rng.standard_normal((K,) + shape) * 10.0 ** rng.integers(-8, 8, size=(K,) + shape)
+            for i in (inc, np.broadcast_to(inc[0], inc.shape)):
+                got, want = seqsum(start, i), seqsum_plain(start, i)
+                assert got.shape == want.shape == i.shape and got.dtype == want.dtype
+                assert np.array_equal(got.view(np.int64), want.view(np.int64))
