@@ -1,5 +1,5 @@
-"""`AlertEngine._step_rule` against its definition: the straightforward tick-by-tick state machine (the engine's
-code before its per-step fast paths, kept here verbatim as the reference), on random result streams."""
+"""`AlertEngine._step_rule` against its definition: Prometheus's alert states written out tick by tick and label set
+by label set (`_Reference`, independent of the engine's batching and fast paths), on random result streams."""
 
 from __future__ import annotations
 
@@ -14,97 +14,51 @@ from sremarathon_env.alerts.values import Vec
 from sremarathon_env.telemetry.store import MetricStore
 
 
-class _Reference(AlertEngine):
-    def _step_rule(self, ri, rule, vec, times, out):
-        present_rows = vec.p.any(axis=1).nonzero()[0] if len(vec.labels) else np.zeros(0, np.intp)
-        rows_by_fp: dict[str, int] = {}
-        info: dict[str, tuple[dict, dict]] = {}
-        cache = self._row_info[ri]
-        labels = vec.labels
-        for j, r in enumerate(present_rows.tolist()):
-            key_lb = labels[r]
-            hit = cache.get(key_lb)
-            if hit is None:
-                sample = dict(key_lb)
-                lb = {k: v for k, v in sample.items() if k != "__name__"}
+class _Reference:
+    """Prometheus's alerting semantics for one engine's rules, written from the definition, tick by tick and label set
+    by label set (no batching, no fast paths): a label set present at a tick is pending from its first present tick
+    (with that tick's value), firing once it has been active for the rule's ``for`` duration, and when absent at a tick
+    it goes inactive (``resolved`` if it was firing). Transitions of one tick come in fingerprint order. A label set
+    given by several rows (which PromQL itself never returns) reads the last row present at some tick of the call."""
+
+    def __init__(self):
+        self.alerts: dict[tuple, dict] = {}   # (rule index, fingerprint) -> the alert's observable state
+
+    def step(self, ri: int, rule, vec: Vec, times: np.ndarray) -> list[tuple]:
+        rows: dict[str, tuple[int, dict]] = {}
+        for r, key_lb in enumerate(vec.labels):
+            if vec.p[r].any():
+                lb = {k: v for k, v in key_lb if k != "__name__"}
                 lb.update(dict(rule.labels))
                 lb["alertname"] = rule.name
-                hit = cache[key_lb] = (fingerprint(lb), lb, sample)
-            fp, lb, sample = hit
-            rows_by_fp[fp] = j
-            info[fp] = (lb, sample)
-        mine = self._active_fps[ri]
-        fps = sorted(mine.union(rows_by_fp)) if mine else sorted(rows_by_fp)
-        if not fps:
-            return
-        pblock = vec.p[present_rows]
-        pres_l, vals_l, all_l = pblock.tolist(), vec.v[present_rows].tolist(), pblock.all(axis=1).tolist()
-        times_l = times.tolist()
-        last_ms = times_l[-1]
-        absent = [False] * len(times_l)
-        seq = 0
-        for fp in fps:
-            j = rows_by_fp.get(fp)
-            pres = pres_l[j] if j is not None else absent
-            vals = vals_l[j] if j is not None else None
-            key = (ri, fp)
-            a = self._active.get(key)
-            if (self.steady_fast_path and a is not None and j is not None and a.state != "inactive" and all_l[j]
-                    and (a.state == "firing" or last_ms - a.active_at_ms < rule.for_ms)):
-                if a.set_value(rule, vals[-1]):
-                    self._changelog.append(key)
-                continue
-            for k, t_ms in enumerate(times_l):
-                a = self._active.get(key)
-                if pres[k]:
-                    v = vals[k]
-                    if a is not None and a.state != "inactive":
-                        if a.set_value(rule, v):
-                            self._changelog.append(key)
-                    else:
-                        lb, sample = info[fp]
-                        h = self._history.get(key)
-                        if h is None:
-                            a = _Alert(ri, dict(lb), fp, "pending", t_ms, v, {}, t_ms, sample_labels=dict(sample),
-                                       ann_src=(rule, dict(sample), v))
-                            self._history[key] = a
-                            self._order.append(key)
-                            self._changelog.append(key)
-                        else:
-                            a = h
-                            a.state, a.active_at_ms, a.value = "pending", t_ms, v
-                            a.ann_src = (rule, dict(sample), v)
-                            a.episodes += 1
-                            a.rev += 1
-                            self._changelog.append(key)
-                        self._active[key] = a
-                        self._active_fps[ri].add(fp)
-                        self._n_active[ri] += 1
-                        out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
-                        seq += 1
-                    if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
-                        a.state = "firing"
-                        a.rev += 1
-                        self._changelog.append(key)
-                        a.firing_ms = t_ms
-                        if a.first_firing_ms is None:
-                            a.first_firing_ms = t_ms
-                        out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp, "firing",
-                                                                   a.value)))
-                        seq += 1
-                elif a is not None and a.state != "inactive":
-                    was = a.state
-                    a.state = "inactive"
-                    a.rev += 1
-                    self._changelog.append(key)
-                    if was == "firing":
-                        a.resolved_ms = t_ms
-                    out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp,
-                                                               "resolved" if was == "firing" else "inactive", a.value)))
-                    seq += 1
-                    del self._active[key]
-                    self._active_fps[ri].discard(fp)
-                    self._n_active[ri] -= 1
+                rows[fingerprint(lb)] = (r, lb)
+        live = {fp for (i, fp), a in self.alerts.items() if i == ri and a["state"] != "inactive"}
+        out = []
+        for k, t in enumerate(times.tolist()):
+            for fp in sorted(live | set(rows)):
+                a = self.alerts.get((ri, fp))
+                r = rows.get(fp)
+                if r is not None and vec.p[r[0], k]:
+                    v = float(vec.v[r[0], k])
+                    if a is None or a["state"] == "inactive":
+                        if a is None:
+                            a = self.alerts[(ri, fp)] = {"labels": r[1], "episodes": 0, "first_firing_ms": None,
+                                                         "resolved_ms": None}
+                        a.update(state="pending", active_at_ms=t, episodes=a["episodes"] + 1)
+                        out.append((t / 1000, rule.name, sorted(a["labels"].items()), fp, "pending", _bits(v)))
+                    a["value"] = v
+                    if a["state"] == "pending" and t - a["active_at_ms"] >= rule.for_ms:
+                        a["state"] = "firing"
+                        if a["first_firing_ms"] is None:
+                            a["first_firing_ms"] = t
+                        out.append((t / 1000, rule.name, sorted(a["labels"].items()), fp, "firing", _bits(v)))
+                elif a is not None and a["state"] != "inactive":
+                    state = "resolved" if a["state"] == "firing" else "inactive"
+                    if state == "resolved":
+                        a["resolved_ms"] = t
+                    a["state"] = "inactive"
+                    out.append((t / 1000, rule.name, sorted(a["labels"].items()), fp, state, _bits(a["value"])))
+        return out
 
 
 def _bits(x: float) -> tuple:
@@ -115,12 +69,14 @@ def _transition(tr: AlertTransition) -> tuple:
     return (tr.t, tr.alertname, sorted(tr.labels.items()), tr.fingerprint, tr.state, _bits(tr.value))
 
 
-def _state(eng: AlertEngine) -> tuple:
-    hist = {k: (a.state, a.active_at_ms, a.first_pending_ms, a.first_firing_ms, a.firing_ms, a.resolved_ms,
-                a.episodes, a.rev, _bits(a.value), a.labels, a.sample_labels, a.json_text())   # (dicts: NaN != NaN)
+def _observable(eng: AlertEngine) -> dict:
+    return {k: (a.state, a.active_at_ms, a.first_firing_ms, a.resolved_ms, a.episodes, _bits(a.value), a.labels)
             for k, a in eng._history.items()}
-    return (hist, list(eng._order), list(eng._changelog), sorted(eng._active), list(eng._n_active),
-            [sorted(s) for s in eng._active_fps])
+
+
+def _reference_observable(ref: _Reference) -> dict:
+    return {k: (a["state"], a["active_at_ms"], a["first_firing_ms"], a["resolved_ms"], a["episodes"], _bits(a["value"]),
+                a["labels"]) for k, a in ref.alerts.items()}
 
 
 @pytest.mark.parametrize("steady", [True, False])
@@ -133,8 +89,8 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
     picks = [next(i for i, r in enumerate(pack.rules) if r.for_ms >= 120_000),
              next(i for i, r in enumerate(pack.rules) if r.for_ms == 0) if any(r.for_ms == 0 for r in pack.rules)
              else next(i for i, r in enumerate(pack.rules) if 0 < r.for_ms < 120_000)]
-    fast, ref = AlertEngine(pack, store), _Reference(pack, store)
-    fast.steady_fast_path = ref.steady_fast_path = steady   # the same fast path of steady alerts on both sides
+    fast, ref = AlertEngine(pack, store), _Reference()
+    fast.steady_fast_path = steady   # with and without the fast path of steady alerts
     pool = [(("__name__", "m"), ("pod", f"p{i}"), ("service", f"s{i % 3}")) for i in range(7)]
     tick = 0
     seen = set()
@@ -143,7 +99,7 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
         T = int(rng.integers(1, 9))
         times = fast.interval_ms * np.arange(tick, tick + T, dtype=np.int64)
         tick += T
-        outs = ([], [])
+        out, expected = [], []
         for ri in picks:
             rule = pack.rules[ri]
             n = int(rng.integers(0, 6))
@@ -158,14 +114,13 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
             v = np.array(values)[rng.integers(0, len(values), size=(n, T))] if rng.random() < 0.5 \
                 else np.full((n, T), float(rng.integers(0, 3)))
             vec = Vec(rows, v, p)
-            for eng, out in zip((fast, ref), outs):
-                if not eng._n_active[ri] and (not vec.labels or not vec.p.any()):
-                    continue   # as evaluate_until: nothing present and nothing active
-                eng._step_rule(ri, rule, vec, times, out)
-        for out in outs:
-            out.sort(key=lambda x: (x[0], x[1], x[2]))
-        assert [_transition(tr) for *_, tr in outs[0]] == [_transition(tr) for *_, tr in outs[1]], step
-        seen |= {tr.state for *_, tr in outs[0]}
-        assert _state(fast) == _state(ref), step
+            if fast._n_active[ri] or (vec.labels and vec.p.any()):   # as evaluate_until does
+                fast._step_rule(ri, rule, vec, times, out)
+            expected += [(t, ri, tr) for t, ri, tr in ((tr[0], ri, tr) for tr in ref.step(ri, rule, vec, times))]
+        out.sort(key=lambda x: (x[0], x[1], x[2]))
+        expected.sort(key=lambda x: (x[0], x[1]))   # stable: a tick's transitions of one rule stay in order
+        assert [_transition(tr) for *_, tr in out] == [tr for *_, tr in expected], step
+        seen |= {tr.state for *_, tr in out}
+        assert _observable(fast) == _reference_observable(ref), step
     assert fast._history and any(a.episodes > 1 for a in fast._history.values())
     assert seen >= {"pending", "firing", "resolved", "inactive"}   # every transition happened
