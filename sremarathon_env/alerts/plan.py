@@ -35,6 +35,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from itertools import compress
+from operator import itemgetter
 
 import numpy as np
 
@@ -1285,6 +1286,9 @@ def _in_mask(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return mask[np.minimum(rows, len(mask) - 1)] & (rows < len(mask))
 
 
+_FAM_OF_ITEM, _ROW_OF_ITEM = itemgetter(1), itemgetter(2)   # of a selection item (sort key, family index, row)
+
+
 class _Selection:
     """One selector's matching rows per family (extended as families gain rows) and its live selection: the
     sorted (sort key, family index, row) items, their label sets, the parts that gather their rows, and the
@@ -1316,13 +1320,13 @@ class _Selection:
             self.parts = []
             self.f_arr = self.r_arr = np.zeros(0, dtype=np.intp)
             return
-        _, fis, rws = zip(*items)
-        r = self.r_arr = np.fromiter(rws, dtype=np.intp, count=len(rws))
+        n = len(items)
+        r = self.r_arr = np.fromiter(map(_ROW_OF_ITEM, items), dtype=np.intp, count=n)
         if len(fams) == 1:
-            self.f_arr = np.zeros(len(r), dtype=np.intp)
+            self.f_arr = np.zeros(n, dtype=np.intp)
             self.parts = [(fams[0], r)]
             return
-        f = self.f_arr = np.fromiter(fis, dtype=np.intp, count=len(fis))
+        f = self.f_arr = np.fromiter(map(_FAM_OF_ITEM, items), dtype=np.intp, count=n)
         stride = int(r.max()) + 1
         comb = f * stride + r
         ident = len(comb) < 2 or bool((comb[1:] > comb[:-1]).all())
