@@ -141,7 +141,6 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.action_space = spaces.Discrete(MAX_ACTIONS)
         self.action_labels = self._labels()
         self.feature_names = self._feature_names()
-        self._svc_of_fp: dict[str, list[str]] = {}
         self._spec = {sp.name: sp for sp in self.app.services}
         self._callees = {n: list(self.app.callees(n)) for n in self.services}
         self._fam_of: dict[str, int] = {}
@@ -190,7 +189,6 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     # -- Gymnasium API ------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         _, info = self.env.reset(seed=seed, options=options)
-        self._svc_of_fp = {}
         self._ep = None
         obs = self._observe()
         return obs, info
@@ -222,21 +220,26 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _firing(self) -> tuple[dict[str, list[str]], list[tuple]]:
         """fingerprints of firing alerts per service, and the active alerts (`_active_alerts` tuples)."""
         m = self.env.unwrapped.marathon
+        ep = self._episode(m.backend)
+        info = ep.alert_info
+        svcs = self.services
+        n_svc = len(svcs)
         per: dict[str, list[str]] = {}
         active = _active_alerts(m.alert_engine)
         for name, fp, state, _, labels in active:
             if state != "firing":
                 continue
-            for s in self._services_of(fp, labels):
-                per.setdefault(s, []).append(fp)
+            hit = info.get(fp)
+            if hit is None or hit[0] != name:
+                hit = self._alert_info(ep, name, fp, labels)
+            for i in hit[2]:
+                if i < n_svc:   # (row n_svc: an alert naming no service)
+                    fs = per.get(svcs[i])
+                    if fs is None:
+                        per[svcs[i]] = [fp]
+                    else:
+                        fs.append(fp)
         return per, active
-
-    def _services_of(self, fp: str, labels: dict) -> list[str]:
-        hit = self._svc_of_fp.get(fp)
-        if hit is None:
-            svcs = self.services
-            hit = self._svc_of_fp[fp] = [svcs[i] for i in self._service_rows(labels or {})]
-        return hit
 
     def _service_rows(self, labels: dict) -> list[int]:
         """The indices of `services_in_labels` (``self.services`` is the app's service list, in its order): the
@@ -276,7 +279,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             return None
         core = self.env.unwrapped
         m = core.marathon
-        cv = ClusterView(m.backend, self.app)
+        cv = self._episode(m.backend).cv
         per, _ = self._firing()
         label = self.action_labels[a]
         k = a - 1

@@ -126,4 +126,14 @@ def observe_reference(view) -> dict[str, np.ndarray]:
     return {"observations": x, "action_mask": mask}
 
 
-__all__ = ["HEALTH_FIELDS", "deployment_features", "observe_reference"]
+def firing_reference(view) -> dict[str, list[str]]:
+    """`RLView._firing`'s fingerprints of firing alerts per service, from scratch."""
+    per: dict[str, list[str]] = {}
+    for name, fp, state, _, labels in _active_alerts(view.env.unwrapped.marathon.alert_engine):
+        if state == "firing":
+            for s in services_in_labels(view.app, labels or {}):
+                per.setdefault(s, []).append(fp)
+    return per
+
+
+__all__ = ["HEALTH_FIELDS", "deployment_features", "firing_reference", "observe_reference"]

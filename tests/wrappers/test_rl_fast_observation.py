@@ -1,6 +1,7 @@
 """`RLView._observe` (alert families as arrays, per-deployment features kept per spec generation, vectorised
 service rows and mask) equals the observation and mask computed from scratch (`rl_reference.observe_reference`)
-bit for bit, at every step of whole episodes with random masked actions, for every app."""
+bit for bit, and `RLView._firing` (the fingerprints ``calls_for`` cites) its definition, at every step of whole
+episodes with random masked actions, for every app."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sremarathon_env  # noqa: F401
 from sremarathon_env.registration import IDS
 from wrappers.rl import SERVICE_KINDS, RLView
 
-from tests.wrappers.rl_reference import observe_reference
+from tests.wrappers.rl_reference import firing_reference, observe_reference
 
 K = len(SERVICE_KINDS)
 
@@ -38,6 +39,8 @@ def _run(app: str, seeds: list[int], prefer_act: float) -> dict[str, int]:
             assert _same(obs, ref), (app, seed, seen["steps"],
                                      np.flatnonzero(obs["observations"] != ref["observations"]).tolist(),
                                      np.flatnonzero(obs["action_mask"] != ref["action_mask"]).tolist())
+            per = env._firing()[0]   # what calls_for cites
+            assert per == firing_reference(env) and list(per) == list(firing_reference(env)), (app, seed)
             mask = obs["action_mask"]
             M = mask[1:1 + n_svc * K].reshape(n_svc, K)
             for k, name in enumerate(SERVICE_KINDS):

@@ -20,7 +20,7 @@ def test_cached_observation_equals_fresh_each_step():
     while True:
         ep = env._ep
         hits += ep is not None and ep.dep_keys is not None and len(ep.alert_info) > 0
-        env._ep, env._fam_of, env._svc_of_fp = None, {}, {}
+        env._ep, env._fam_of = None, {}
         fresh = env._observe()
         assert np.array_equal(obs["observations"], fresh["observations"], equal_nan=True)
         assert np.array_equal(obs["action_mask"], fresh["action_mask"])
