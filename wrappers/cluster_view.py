@@ -166,17 +166,9 @@ class ClusterView:
         """Names of the nodes where any of ``services`` has a live pod: the nodes whose `services_by_node`
         entry names one of them (one pass over those services' pods)."""
         c = self.b.cluster
-        name_of = {i: n for n, i in c.node_index.items()}
-        out: set[str] = set()
-        for s in services:
-            d = self._dep(s)
-            if d is None:
-                continue
-            for i in {p.node for p in d.live_pods()}:
-                n = name_of.get(i)
-                if n is not None:
-                    out.add(n)
-        return out
+        deps = c.deployments
+        idx = {p.node for d in map(deps.get, services) if d is not None for p in d.live_pods()}
+        return {n for n, i in c.node_index.items() if i in idx}
 
     def zone_nodes(self, zone: str) -> list[str]:
         return [n.name for n in self.b.cluster.nodes if n.zone == zone]

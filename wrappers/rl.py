@@ -546,14 +546,13 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             rows = np.empty((n_svc, 14))
             H = self._health(m.backend)
             desired = H[:, 5]
-            rows[:, 0] = H[:, 0]
-            np.divide(H[:, 1], 2000.0, out=rows[:, 1])
-            np.divide(H[:, 2], 2.0, out=rows[:, 2])
-            rows[:, 3] = H[:, 3]
+            # error ratio, p95 / 2 s, cpu util / 2, memory util, ready / desired (0 where none is desired),
+            # desired / 4, restarts / 10
+            rows[:, :7] = H
+            rows[:, 1:3] /= (2000.0, 2.0)
             rows[:, 4] = 0.0
             np.divide(H[:, 4], desired, out=rows[:, 4], where=desired > 0)
-            np.divide(desired, 4.0, out=rows[:, 5])
-            np.divide(H[:, 6], 10.0, out=rows[:, 6])
+            rows[:, 5:7] /= (4.0, 10.0)
             rows[:, 7:12] = ep.dep_rows
             rows[:, 12] = 1.0
             for i, (change, change_t, _) in ep.changed.items():
@@ -567,9 +566,10 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
                     if k is not None:
                         rows[k, 13] = 1.0
             # `_clip` on every entry but the change age (already in [0, 1]): +inf -> 1, -inf and NaN -> 0
+            # (clip first, then NaN -> 0: the same values and signs as np.nan_to_num followed by the clip)
             age = rows[:, 12].copy()
-            np.nan_to_num(rows, copy=False, nan=0.0, posinf=1.0, neginf=0.0)
             np.clip(rows, 0.0, 1.0, out=rows)
+            rows[np.isnan(rows)] = 0.0
             rows[:, 12] = age
             X[:, 1 + 2 * N_FAM:] = rows
             # the service actions' mask (see the module docstring)
