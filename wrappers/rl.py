@@ -373,19 +373,9 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _deployment_features(self, cv: ClusterView, s: str) -> tuple:
         """(env drift, cpu drift, memory drift, replica drift, last change (`ClusterView.last_change_kind`), revisions
         during the marathon, time of the last change or None, thunk of its source diff, desired replicas) of
-        service ``s``, computed from the cluster (`_observe` keeps them per deployment spec: `_dep_key`)."""
-        spec = self._spec[s]
-        env_d, cpu_d, mem_d = bool(cv.env_drift(s)), cv.resource_drift(s, "cpu"), cv.resource_drift(s, "memory")
-        replicas = cv.desired_replicas(s)
-        rep_d = replicas != spec.replicas
-        change = cv.last_change_kind(s)   # the artifact (a diff to render) only when an action needs it
-        revs = cv.revisions(s)
-        n_new = sum(1 for _, meta, _ in revs if float(meta.get("t", -1.0)) >= 0)
-        change_t = None
-        if change is not None:
-            for rev, meta, _ in revs:
-                if rev == change[0]:
-                    change_t = float(meta.get("t", 0.0))
+        service ``s``, computed from the cluster (`_update_deployments` keeps them per deployment spec)."""
+        env_d, cpu_d, mem_d, replicas, n_new, change, change_t = cv.summary(s)
+        rep_d = replicas != self._spec[s].replicas
         memo: list[str] = []
 
         def diff() -> str:
@@ -439,9 +429,9 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # min(max(now - at, 0) / 3600, 1) per alert (NaN stays NaN, as with Python's min/max)
         age = np.minimum(np.maximum(now - at, 0.0) / 3600.0, 1.0)
         of = np.repeat(np.arange(n), counts)
-        flat = rows[:] * (2 * N_FAM) + fam[of]
-        # the maxima from 0: fmax leaves a NaN age out (``if age > current``); values are >= 0, so no signed zero
-        # question arises
+        flat = rows * (2 * N_FAM) + fam[of]
+        # the maxima from 0 (``if v > current: current = v``): fmax leaves a NaN age out as that comparison does;
+        # no value is -0.0 (now - at is -0.0 only for now = -0.0, at = +0.0, and an active_at of 0 reads as now)
         np.fmax.at(F.reshape(-1), flat, val[of])
         np.fmax.at(F.reshape(-1), flat + N_FAM, age[of])
         fire[rows[firing[of]]] = True

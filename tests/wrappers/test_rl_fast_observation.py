@@ -39,6 +39,8 @@ def _run(app: str, seeds: list[int], prefer_act: float) -> dict[str, int]:
             assert _same(obs, ref), (app, seed, seen["steps"],
                                      np.flatnonzero(obs["observations"] != ref["observations"]).tolist(),
                                      np.flatnonzero(obs["action_mask"] != ref["action_mask"]).tolist())
+            cv = env._episode(env.unwrapped.marathon.backend).cv
+            assert all(cv.summary(s) == cv._summary_plain(s) for s in env.services), (app, seed)
             per = env._firing()[0]   # what calls_for cites
             assert per == firing_reference(env) and list(per) == list(firing_reference(env)), (app, seed)
             mask = obs["action_mask"]
