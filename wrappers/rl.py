@@ -322,7 +322,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 "artifact": artifact, "summary": f"RL view action {label}"}
 
     def _service_calls(self, cv: ClusterView, per: dict, s: str, kind: str, label: str):
-        spec = self.app.service(s)
+        spec = self._spec[s]
         dep_read = {"tool": "kubectl_get", "args": {"kind": "deployment", "name": s, "output": "json"}}
         hist_read = {"tool": "get_deploy_history", "args": {"service": s, "include_diffs": True, "limit": 5}}
         if kind == "restart":
@@ -387,11 +387,12 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _edge_callee(self, per: dict, s: str) -> str:
         best, n = None, 0
-        for c in self.app.callees(s):
+        callees = self._callees[s]
+        for c in callees:
             k = len(per.get(c, ()))
             if k > n:
                 best, n = c, k
-        return best or (self.app.callees(s)[0] if self.app.callees(s) else s)
+        return best or (callees[0] if callees else s)
 
     # -- observation and mask -----------------------------------------------------------------------
     def _final_obs(self) -> dict[str, np.ndarray]:
