@@ -97,7 +97,8 @@ class ClusterView:
         ch = self._last_change_rs(service)
         return None if ch is None else (ch[0].revision, ch[1].revision, ch[2])
 
-    def summary(self, service: str) -> tuple[bool, bool, bool, int, int, tuple[int, int, str] | None, float | None]:
+    def summary(self, service: str) -> tuple[bool, bool, bool, int, int, tuple[int, int, str] | None,
+                                             float | None]:
         """(``bool(env_drift)``, ``resource_drift`` cpu, ``resource_drift`` memory, `desired_replicas`, how many of
         `revisions` have a time >= 0 (made during the marathon), `last_change_kind`, that revision's time) in one
         pass over the deployment (one sort, each revision's metadata read once).
@@ -139,7 +140,8 @@ class ClusterView:
                     change_t = float(meta.get("t", 0.0))
         return env_d, cpu_d, mem_d, int(d.replicas), n_new, change, change_t
 
-    def _summary_plain(self, service: str) -> tuple[bool, bool, bool, int, int, tuple[int, int, str] | None, float | None]:
+    def _summary_plain(self, service: str) -> tuple[bool, bool, bool, int, int, tuple[int, int, str] | None,
+                                                    float | None]:
         """`summary` from the separate reads (its definition)."""
         revs = self.revisions(service)
         change = self.last_change_kind(service)
@@ -148,9 +150,9 @@ class ClusterView:
             for rev, meta, _ in revs:
                 if rev == change[0]:
                     change_t = float(meta.get("t", 0.0))
-        return (bool(self.env_drift(service)), self.resource_drift(service, "cpu"), self.resource_drift(service, "memory"),
-                self.desired_replicas(service), sum(1 for _, meta, _ in revs if float(meta.get("t", -1.0)) >= 0),
-                change, change_t)
+        return (bool(self.env_drift(service)), self.resource_drift(service, "cpu"),
+                self.resource_drift(service, "memory"), self.desired_replicas(service),
+                sum(1 for _, meta, _ in revs if float(meta.get("t", -1.0)) >= 0), change, change_t)
 
     def _artifact(self, service: str, kind: str, meta: dict, tpl: dict, prev: dict) -> str:
         if kind == "build":
