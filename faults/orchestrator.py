@@ -289,6 +289,46 @@ def _conflict_keys(f: Fault) -> frozenset[str]:
 _KEYS: dict[int, tuple[Fault, frozenset[str]]] = {}
 
 
+def _index_pool(app: str, faults: list[Fault], min_durations: dict[str, int] | None) -> tuple:
+    """(pool, by category, conflict keys, minimum duration) of a fault list: what a schedule draws from (the
+    faults that are not noise, by id), each fault's conflict keys and its repairable duration clipped to the
+    allowed range (``min_durations``, default `fault_min_durations`)."""
+    pool = sorted((f for f in faults if not f.noise), key=lambda f: f.id)
+    mins = min_durations if min_durations is not None else fault_min_durations(app, pool) if pool else {}
+    by_cat: dict[str, list[Fault]] = {c: [] for c in CATEGORIES}
+    for f in pool:
+        by_cat[f.category].append(f)
+    keys = {f.id: _conflict_keys(f) for f in pool}
+    need = {f.id: max(MIN_DURATION_S, min(MAX_DURATION_S, int(mins.get(f.id, MIN_DURATION_S)))) for f in pool}
+    return pool, by_cat, keys, need
+
+
+def _pool_parts(app: str, faults: list[Fault]) -> tuple | None:
+    """`_index_pool` of a fault list with the default durations, kept per (app, app model, the very fault objects):
+    every schedule of an app indexes the same catalogue (faults and app models are immutable; the entry holds
+    them, so their ids stay theirs). None where the app model is not available (computed afresh then). The parts
+    are shared: read-only."""
+    try:
+        from apps import load_app
+
+        spec = load_app(app)
+    except (KeyError, ValueError, FileNotFoundError):
+        return None
+    faults = tuple(faults)
+    key = (app, id(spec), tuple(map(id, faults)))
+    hit = _POOL_PARTS.get(key)
+    if hit is None or hit[0] is not spec or any(a is not b for a, b in zip(hit[1], faults)):
+        if len(_POOL_PARTS) >= POOL_PARTS_MAX:
+            _POOL_PARTS.clear()
+        hit = _POOL_PARTS[key] = (spec, faults, _index_pool(app, list(faults), None))
+    return hit[2]
+
+
+#: (app, id of its model, ids of the faults) -> (model, faults, `_index_pool` parts); at most POOL_PARTS_MAX lists
+_POOL_PARTS: dict[tuple, tuple] = {}
+POOL_PARTS_MAX = 16
+
+
 def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_version: str,
                     injection_s: int = 3600, profile: AppProfile | None = None,
                     min_durations: dict[str, int] | None = None) -> list[ScheduledFault]:
@@ -299,10 +339,12 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
     stretches the window to that fault's minimum, so that no fault is scheduled shorter than a perfect agent
     needs to repair it (detect, repair, hold)."""
     prof = profile or APP_PROFILES.get(app, DEFAULT_PROFILE)
-    pool = sorted((f for f in faults if not f.noise), key=lambda f: f.id)
+    parts = _pool_parts(app, faults) if min_durations is None else None
+    if parts is None:
+        parts = _index_pool(app, faults, min_durations)
+    pool, by_cat, keys, need = parts
     if not pool:
         return []
-    mins = min_durations if min_durations is not None else fault_min_durations(app, pool)
     ss = seed_sequence("schedule", catalogue_version, app, seed)
     r_count, r_times, r_dur, r_pick = (np.random.default_rng(s) for s in ss.spawn(4))
     scale = injection_s / 3600.0
@@ -313,11 +355,6 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
     durs = np.round((240.0 + 480.0 * r_dur.beta(a, b, n)) / 5.0).astype(np.int64) * 5
     durs = np.clip(durs, MIN_DURATION_S, MAX_DURATION_S)
 
-    by_cat: dict[str, list[Fault]] = {c: [] for c in CATEGORIES}
-    for f in pool:
-        by_cat[f.category].append(f)
-    keys = {f.id: _conflict_keys(f) for f in pool}
-    need = {f.id: max(MIN_DURATION_S, min(MAX_DURATION_S, int(mins.get(f.id, MIN_DURATION_S)))) for f in pool}
     used: set[str] = set()
     active: list[tuple[int, int, set[str]]] = []   # (start, end, keys)
     out: list[ScheduledFault] = []

@@ -400,6 +400,8 @@ class SREMarathonEnv(gym.Env):
         m, self.marathon = self.marathon, None
         if m is not None and getattr(m, "recorder", None) is not None and not m.finished:
             m.recorder.close()
+        if m is not None:
+            m.release()   # its alert tape's buffers go to the next episode's (nothing observable changes)
 
     # -- pickling: the episode so far is replayed from its calls (deterministic), never copied -------
     def __getstate__(self) -> dict[str, Any]:

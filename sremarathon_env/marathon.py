@@ -528,6 +528,14 @@ class Marathon:
         report.digest = self.recorder.digest
         return report
 
+    def release(self) -> None:
+        """Hand the large buffers of this marathon's alert engine to the next marathon of this process (the env
+        calls it when it drops a marathon, at reset and close). Nothing observable changes: the engine stays
+        usable and gives the same results (see `AlertEngine.release`)."""
+        eng = getattr(self, "alert_engine", None)
+        if eng is not None:
+            eng.release()
+
     # -- the oracle's door (test-only) ------------------------------------------------------------
     def oracle_ground_truth_TEST_ONLY(self) -> list[dict[str, Any]]:
         """The sealed ground truth of the faults injected so far: for the `oracle` baseline, which

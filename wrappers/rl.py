@@ -63,6 +63,7 @@ during the marathon /5, age of the last change (hours), open incident naming it.
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import Any
 
 import gymnasium as gym
@@ -70,7 +71,7 @@ import numpy as np
 from gymnasium import spaces
 
 from sremarathon_env.tools.alertview import AlertView
-from sremarathon_env.tools.policy import services_in_labels
+from sremarathon_env.tools.policy import SERVICE_LABELS
 from wrappers.cluster_view import ClusterView, reverse_diff
 
 MAX_SERVICES = 64
@@ -140,12 +141,15 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.action_space = spaces.Discrete(MAX_ACTIONS)
         self.action_labels = self._labels()
         self.feature_names = self._feature_names()
-        self._svc_of_fp: dict[str, list[str]] = {}
         self._spec = {sp.name: sp for sp in self.app.services}
         self._callees = {n: list(self.app.callees(n)) for n in self.services}
         self._fam_of: dict[str, int] = {}
-        #: service -> (deployment state key, cached deployment-derived features): see `_deployment_features`
-        self._dep_cache: dict[str, tuple] = {}
+        self._svc_index = {s: i for i, s in enumerate(self.services)}
+        #: per service, the indices of its callees (`_observe`'s restart_edge mask)
+        self._callee_idx = [tuple(self._svc_index[c] for c in self._callees[s] if c in self._svc_index)
+                            for s in self.services]
+        #: the current marathon's observation state (`_episode`)
+        self._ep: _Episode | None = None
         self._last_mask = np.zeros(MAX_ACTIONS, dtype=np.float32)
         self._last_mask[0] = 1.0
 
@@ -185,8 +189,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     # -- Gymnasium API ------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         _, info = self.env.reset(seed=seed, options=options)
-        self._svc_of_fp = {}
-        self._dep_cache = {}
+        self._ep = None
         obs = self._observe()
         return obs, info
 
@@ -217,20 +220,57 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _firing(self) -> tuple[dict[str, list[str]], list[tuple]]:
         """fingerprints of firing alerts per service, and the active alerts (`_active_alerts` tuples)."""
         m = self.env.unwrapped.marathon
+        ep = self._episode(m.backend)
+        info = ep.alert_info
+        svcs = self.services
+        n_svc = len(svcs)
         per: dict[str, list[str]] = {}
         active = _active_alerts(m.alert_engine)
         for name, fp, state, _, labels in active:
             if state != "firing":
                 continue
-            for s in self._services_of(fp, labels):
-                per.setdefault(s, []).append(fp)
+            hit = info.get(fp)
+            if hit is None or hit[0] != name:
+                hit = self._alert_info(ep, name, fp, labels)
+            for i in hit[2]:
+                if i < n_svc:   # (row n_svc: an alert naming no service)
+                    fs = per.get(svcs[i])
+                    if fs is None:
+                        per[svcs[i]] = [fp]
+                    else:
+                        fs.append(fp)
         return per, active
 
-    def _services_of(self, fp: str, labels: dict) -> list[str]:
-        hit = self._svc_of_fp.get(fp)
-        if hit is None:
-            hit = self._svc_of_fp[fp] = services_in_labels(self.app, labels or {})
-        return hit
+    def _service_rows(self, labels: dict) -> list[int]:
+        """The indices of `services_in_labels` (``self.services`` is the app's service list, in its order): the
+        services a service label names, and the longest service ``s`` with ``pod`` starting ``s + "-"`` (found
+        among the pod name's prefixes before a "-", longest last), sorted.
+
+        >>> import gymnasium as gym, sremarathon_env
+        >>> v = RLView(gym.make("SREMarathon/OnlineBoutique-v0"))
+        >>> [v.services[i] for i in v._service_rows({"service": "cartservice", "pod": "frontend-5d9c-x2"})]
+        ['frontend', 'cartservice']
+        """
+        idx = self._svc_index
+        found = set()
+        for k in SERVICE_LABELS:
+            v = labels.get(k)
+            if isinstance(v, str):
+                i = idx.get(v)
+                if i is not None:
+                    found.add(i)
+        pod = labels.get("pod")
+        if isinstance(pod, str):
+            best = None
+            p = pod.find("-")
+            while p >= 0:
+                i = idx.get(pod[:p])
+                if i is not None:
+                    best = i
+                p = pod.find("-", p + 1)
+            if best is not None:
+                found.add(best)
+        return sorted(found)
 
     def calls_for(self, a: int) -> tuple[list[dict], dict, dict | None] | None:
         """The (reads, report_incident args, intervention) of action ``a`` in the current state; None
@@ -239,7 +279,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             return None
         core = self.env.unwrapped
         m = core.marathon
-        cv = ClusterView(m.backend, self.app)
+        cv = self._episode(m.backend).cv
         per, _ = self._firing()
         label = self.action_labels[a]
         k = a - 1
@@ -282,7 +322,7 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 "artifact": artifact, "summary": f"RL view action {label}"}
 
     def _service_calls(self, cv: ClusterView, per: dict, s: str, kind: str, label: str):
-        spec = self.app.service(s)
+        spec = self._spec[s]
         dep_read = {"tool": "kubectl_get", "args": {"kind": "deployment", "name": s, "output": "json"}}
         hist_read = {"tool": "get_deploy_history", "args": {"service": s, "include_diffs": True, "limit": 5}}
         if kind == "restart":
@@ -333,27 +373,9 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _deployment_features(self, cv: ClusterView, s: str) -> tuple:
         """(env drift, cpu drift, memory drift, replica drift, last change (`ClusterView.last_change_kind`), revisions
         during the marathon, time of the last change or None, thunk of its source diff, desired replicas) of
-        service ``s``; cached while the
-        deployment keeps its generation, revision set and replica count (every template change is a new
-        revision and a new generation; rollbacks renumber revisions, which the key includes)."""
-        d = cv._dep(s)
-        key = None if d is None else (d.generation, d.replicas, id(d.current),
-                                      tuple((id(rs), rs.revision, id(rs.template)) for rs in d.rss))
-        hit = self._dep_cache.get(s)
-        if hit is not None and key is not None and hit[0] == key:
-            return hit[1]
-        spec = self._spec[s]
-        env_d, cpu_d, mem_d = bool(cv.env_drift(s)), cv.resource_drift(s, "cpu"), cv.resource_drift(s, "memory")
-        replicas = cv.desired_replicas(s)
-        rep_d = replicas != spec.replicas
-        change = cv.last_change_kind(s)   # the artifact (a diff to render) only when an action needs it
-        revs = cv.revisions(s)
-        n_new = sum(1 for _, meta, _ in revs if float(meta.get("t", -1.0)) >= 0)
-        change_t = None
-        if change is not None:
-            for rev, meta, _ in revs:
-                if rev == change[0]:
-                    change_t = float(meta.get("t", 0.0))
+        service ``s``, computed from the cluster (`_update_deployments` keeps them per deployment spec)."""
+        env_d, cpu_d, mem_d, replicas, n_new, change, change_t = cv.summary(s)
+        rep_d = replicas != self._spec[s].replicas
         memo: list[str] = []
 
         def diff() -> str:
@@ -361,27 +383,102 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 memo.append(cv.latest_diff(s))
             return memo[0]
 
-        feats = (env_d, cpu_d, mem_d, rep_d, change, n_new, change_t, diff, replicas)
-        if key is not None:
-            self._dep_cache[s] = (key, feats)
-        return feats
+        return env_d, cpu_d, mem_d, rep_d, change, n_new, change_t, diff, replicas
 
     def _edge_callee(self, per: dict, s: str) -> str:
         best, n = None, 0
-        for c in self.app.callees(s):
+        callees = self._callees[s]
+        for c in callees:
             k = len(per.get(c, ()))
             if k > n:
                 best, n = c, k
-        return best or (self.app.callees(s)[0] if self.app.callees(s) else s)
+        return best or (callees[0] if callees else s)
 
     # -- observation and mask -----------------------------------------------------------------------
     def _final_obs(self) -> dict[str, np.ndarray]:
         return self._observe()
 
+    def _episode(self, backend: Any) -> "_Episode":
+        """What `_observe` keeps between the observations of one marathon (one backend)."""
+        ep = self._ep
+        if ep is None or ep.backend is not backend:
+            ep = self._ep = _Episode(backend, self)
+        return ep
+
+    def _alert_families(self, ep: "_Episode", alerts: list[tuple], now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(F, fire) of the active alerts: ``F[i]`` the family states (firing 1, pending 0.5) and ages (hours, at
+        most 1) of service ``i``'s alerts, their maxima (0 where none), row ``n_svc`` those of the alerts naming no
+        service; ``fire[i]`` whether an alert naming service ``i`` fires (row ``n_svc``: unused)."""
+        n_svc = len(self.services)
+        F = np.zeros((n_svc + 1, 2 * N_FAM))
+        fire = np.zeros(n_svc + 1, dtype=bool)
+        if not alerts:
+            return F, fire
+        info = ep.alert_info
+        hits = [info.get(fp) for _, fp, _, _, _ in alerts]
+        for k, hit in enumerate(hits):
+            name, fp, _, _, labels = alerts[k]
+            if hit is None or hit[0] != name:
+                hits[k] = self._alert_info(ep, name, fp, labels)
+        n = len(alerts)
+        rows = np.fromiter(chain.from_iterable(h[2] for h in hits), np.intp)
+        counts = np.fromiter((len(h[2]) for h in hits), np.intp, n)
+        fam = np.fromiter((h[1] for h in hits), np.intp, n)
+        firing = np.fromiter((a[2] == "firing" for a in alerts), bool, n)
+        at = np.fromiter((a[3] or now for a in alerts), np.float64, n)   # float(active_at or now)
+        val = np.where(firing, 1.0, 0.5)
+        # min(max(now - at, 0) / 3600, 1) per alert (NaN stays NaN, as with Python's min/max)
+        age = np.minimum(np.maximum(now - at, 0.0) / 3600.0, 1.0)
+        of = np.repeat(np.arange(n), counts)
+        flat = rows * (2 * N_FAM) + fam[of]
+        # the maxima from 0 (``if v > current: current = v``): fmax leaves a NaN age out as that comparison does;
+        # no value is -0.0 (now - at is -0.0 only for now = -0.0, at = +0.0, and an active_at of 0 reads as now)
+        np.fmax.at(F.reshape(-1), flat, val[of])
+        np.fmax.at(F.reshape(-1), flat + N_FAM, age[of])
+        fire[rows[firing[of]]] = True
+        return F, fire
+
+    def _alert_info(self, ep: "_Episode", name: str, fp: str, labels: dict) -> tuple[str, int, tuple[int, ...]]:
+        """(alertname, family, rows): the service indices the alert names, ``(n_svc,)`` when none (the global
+        row); kept per fingerprint for the episode (the fingerprint is the label set's)."""
+        f = self._fam_of.get(name)
+        if f is None:
+            f = self._fam_of[name] = family_of(name)
+        rows = tuple(self._service_rows(labels or {})) or (len(self.services),)
+        hit = ep.alert_info[fp] = (name, f, rows)
+        return hit
+
+    def _update_deployments(self, ep: "_Episode", cv: ClusterView) -> None:
+        """Bring ``ep``'s per-deployment features (`_deployment_features`) up to date: recomputed for a service
+        whose deployment spec changed since they were taken. The key is the Deployment object, its
+        ``metadata.generation`` (Kubernetes bumps it at every spec change: each new template - a new revision,
+        a rollback, which also renumbers revisions - and each replica count), its replica count, current
+        ReplicaSet and number of ReplicaSets; everything the features read (templates, revisions, revision
+        metadata, replicas) changes only with a spec change."""
+        deps = cv.b.cluster.deployments
+        keys = [None if d is None else (d, d.generation, d.replicas, d.current, len(d.rss))
+                for d in map(deps.get, self.services)]
+        old = ep.dep_keys
+        if keys == old:
+            return
+        for i, s in enumerate(self.services):
+            k = keys[i]
+            if old is not None and k == old[i]:
+                continue
+            env_d, cpu_d, mem_d, rep_d, change, n_new, change_t, diff, replicas = self._deployment_features(cv, s)
+            ep.dep_rows[i] = (float(env_d), float(cpu_d), float(mem_d), float(rep_d), n_new / 5.0)
+            ep.dep_bits[i] = (env_d, cpu_d, mem_d, rep_d and self._spec[s].replicas >= 1, replicas < SCALE_OUT_MAX)
+            if change is None:
+                ep.changed.pop(i, None)
+            else:
+                ep.changed[i] = (change, change_t, diff)
+        ep.dep_keys = keys
+
     def _observe(self) -> dict[str, np.ndarray]:
         core = self.env.unwrapped
         m = core.marathon
-        cv = ClusterView(m.backend, self.app)
+        ep = self._episode(m.backend)
+        cv = ep.cv
         now = float(m.now)
         x = np.zeros(OBS_DIM, dtype=np.float32)
         mask = np.zeros(MAX_ACTIONS, dtype=np.float32)
@@ -400,35 +497,12 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
                           min(len(i.culprit_services) / 10.0, 1.0))
             j += 4
         j = 8 + 4 * MAX_INCIDENT_SLOTS
-        g0 = j
-        j += 2 * N_FAM
+        n_svc = len(self.services)
         # family state/age per service (or global), as float64 maxima: float32 rounding is monotonic, so rounding
         # the maximum once equals taking the maximum of rounded values
-        per_fam: dict[str, list[float]] = {}
-        glob = [0.0] * (2 * N_FAM)
-        firing: dict[str, list[str]] = {}
-        fam_of = self._fam_of
-        for name, fp, state, active_at, labels in _active_alerts(m.alert_engine):
-            f = fam_of.get(name)
-            if f is None:
-                f = fam_of[name] = family_of(name)
-            val = 1.0 if state == "firing" else 0.5
-            age = min(max(now - float(active_at or now), 0.0) / 3600.0, 1.0)
-            svcs = self._services_of(fp, labels)
-            if state == "firing":
-                for s in svcs:
-                    fs = firing.get(s)
-                    if fs is None:
-                        firing[s] = [fp]
-                    else:
-                        fs.append(fp)
-            fa = f + N_FAM
-            for arr in ([per_fam.get(s) or per_fam.setdefault(s, [0.0] * (2 * N_FAM)) for s in svcs] or (glob,)):
-                if val > arr[f]:
-                    arr[f] = val
-                if age > arr[fa]:
-                    arr[fa] = age
-        x[g0:g0 + 2 * N_FAM] = glob
+        F, fire = self._alert_families(ep, _active_alerts(m.alert_engine), now)
+        x[j:j + 2 * N_FAM] = F[n_svc]
+        j += 2 * N_FAM
         # flags
         base = 1 + MAX_SERVICES * len(SERVICE_KINDS)
         for i, fl in enumerate(self.flags):
@@ -436,71 +510,113 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             x[j + i] = float(d)
             mask[base + i] = float(d)
         j += MAX_FLAGS
-        # nodes
+        # nodes: a node "fires" when a service with a firing alert has a live pod on it
         nbase = base + MAX_FLAGS
-        on_node = cv.services_by_node()
+        fire_idx = np.flatnonzero(fire[:n_svc]).tolist()
+        fire_nodes = cv.nodes_of([self.services[i] for i in fire_idx])
+        nx = []
         for i, n in enumerate(self.nodes):
             cord, ready = cv.cordoned(n), cv.node_ready(n)
-            fire = not cord and any(s in firing for s in on_node.get(n, ()))
-            x[j + 3 * i: j + 3 * i + 3] = (float(cord), float(not ready), float(fire))
-            mask[nbase + i] = float(fire and not cord)
+            fire_n = not cord and n in fire_nodes
+            nx += (float(cord), float(not ready), float(fire_n))
+            mask[nbase + i] = float(fire_n and not cord)
             mask[nbase + MAX_NODES + i] = float(cord)
+        x[j:j + len(nx)] = nx
         j += 3 * MAX_NODES
         zbase = nbase + 2 * MAX_NODES
         for i, z in enumerate(self.zones):
             zn = cv.zone_nodes(z)
             mask[zbase + i] = float(any(not cv.node_ready(n) for n in zn) and not all(cv.cordoned(n) for n in zn))
         assert j == GLOBAL_FEATURES
-        # services: one row of 14 health/deployment features per service, clipped together
-        open_culprits = {c for i in open_incs for c in i.culprit_services}
-        K = len(SERVICE_KINDS)
-        n_svc = len(self.services)
-        rows = np.zeros((n_svc, 14), dtype=np.float64)
-        backend = m.backend
-        bulk = getattr(backend, "services_health", None)   # optional bulk read: one array for every service
-        health = bulk(self.services, HEALTH_FIELDS).tolist() if bulk is not None else None
-        x[GLOBAL_FEATURES + SVC_FEATURES * np.arange(n_svc)] = 1.0
-        for si, s in enumerate(self.services):
-            o = GLOBAL_FEATURES + si * SVC_FEATURES
-            fam = per_fam.get(s)
-            if fam is not None:
-                x[o + 1:o + 1 + 2 * N_FAM] = fam
-            if health is not None:
-                h = dict(zip(HEALTH_FIELDS, health[si]))
-            else:
-                h = backend.service_health(s) or {}
-            desired = float(h.get("desired", 0.0))
-            spec = self._spec[s]
-            env_d, cpu_d, mem_d, rep_d, change, n_new, change_t, diff, replicas = self._deployment_features(cv, s)
-            change_age = 1.0 if change_t is None else min(max(now - change_t, 0.0) / 3600.0, 1.0)
-            rows[si] = (h.get("error_ratio", 0.0), h.get("p95_ms", 0.0) / 2000.0, h.get("cpu_util", 0.0) / 2.0,
-                        h.get("mem_util", 0.0), h.get("ready", 0.0) / desired if desired > 0 else 0.0,
-                        desired / 4.0, h.get("restarts", 0.0) / 10.0, float(env_d), float(cpu_d), float(mem_d),
-                        float(rep_d), n_new / 5.0, change_age, float(s in open_culprits))
-            fire = s in firing
-            ab = 1 + si * K
-            if fire:
-                mask[ab + 0] = 1.0
-                mask[ab + 1] = float(any(c in firing for c in self._callees[s]))
-                mask[ab + 2] = float(change is not None)
-                mask[ab + 3] = float(change is not None and change[2] == "build" and bool(diff()))
-                mask[ab + 5] = float(replicas < SCALE_OUT_MAX)
-                mask[ab + 6] = float(cpu_d)
-                mask[ab + 7] = float(mem_d)
-                mask[ab + 8] = float(env_d)
-            mask[ab + 4] = float(rep_d and spec.replicas >= 1)
         if n_svc:
+            self._update_deployments(ep, cv)
+            X = x[GLOBAL_FEATURES:].reshape(MAX_SERVICES, SVC_FEATURES)[:n_svc]   # a view: one row per service
+            X[:, 0] = 1.0
+            X[:, 1:1 + 2 * N_FAM] = F[:n_svc]
+            # one row of 14 health/deployment features per service, clipped together
+            rows = np.empty((n_svc, 14))
+            H = self._health(m.backend)
+            desired = H[:, 5]
+            # error ratio, p95 / 2 s, cpu util / 2, memory util, ready / desired (0 where none is desired),
+            # desired / 4, restarts / 10
+            rows[:, :7] = H
+            rows[:, 1:3] /= (2000.0, 2.0)
+            rows[:, 4] = 0.0
+            np.divide(H[:, 4], desired, out=rows[:, 4], where=desired > 0)
+            rows[:, 5:7] /= (4.0, 10.0)
+            rows[:, 7:12] = ep.dep_rows
+            rows[:, 12] = 1.0
+            for i, (change, change_t, _) in ep.changed.items():
+                if change_t is not None:
+                    rows[i, 12] = min(max(now - change_t, 0.0) / 3600.0, 1.0)
+            rows[:, 13] = 0.0
+            idx = self._svc_index
+            for i in open_incs:
+                for c in i.culprit_services:
+                    k = idx.get(c)
+                    if k is not None:
+                        rows[k, 13] = 1.0
             # `_clip` on every entry but the change age (already in [0, 1]): +inf -> 1, -inf and NaN -> 0
+            # (clip first, then NaN -> 0: the same values and signs as np.nan_to_num followed by the clip)
             age = rows[:, 12].copy()
-            np.nan_to_num(rows, copy=False, nan=0.0, posinf=1.0, neginf=0.0)
             np.clip(rows, 0.0, 1.0, out=rows)
+            rows[np.isnan(rows)] = 0.0
             rows[:, 12] = age
-            base_o = GLOBAL_FEATURES + 1 + 2 * N_FAM
-            cols = base_o + SVC_FEATURES * np.arange(n_svc)[:, None] + np.arange(14)[None, :]
-            x[cols] = rows
+            X[:, 1 + 2 * N_FAM:] = rows
+            # the service actions' mask (see the module docstring)
+            K = len(SERVICE_KINDS)
+            M = mask[1:1 + MAX_SERVICES * K].reshape(MAX_SERVICES, K)[:n_svc]
+            fs = fire[:n_svc]
+            bits = ep.dep_bits
+            M[:, 0] = fs
+            M[:, 4] = bits[:, 3]
+            M[:, 5] = fs & bits[:, 4]
+            M[:, 6] = fs & bits[:, 1]
+            M[:, 7] = fs & bits[:, 2]
+            M[:, 8] = fs & bits[:, 0]
+            callees = self._callee_idx
+            fl = fire.tolist()
+            for i in fire_idx:
+                M[i, 1] = float(any(fl[c] for c in callees[i]))
+                ch = ep.changed.get(i)
+                if ch is not None:
+                    change, _, diff = ch
+                    M[i, 2] = 1.0
+                    M[i, 3] = float(change[2] == "build" and bool(diff()))
         np.clip(x, -1.0, 1.0, out=x)
         self._last_mask = mask
         return {"observations": x, "action_mask": mask.copy()}
+
+    def _health(self, backend: Any) -> np.ndarray:
+        """The services' `HEALTH_FIELDS` (float64, one row per service): the backend's bulk read where it has
+        one, else its per-service reads (a missing field reads 0.0)."""
+        bulk = getattr(backend, "services_health", None)
+        if bulk is not None:
+            return np.asarray(bulk(self.services, HEALTH_FIELDS), dtype=np.float64)
+        out = np.zeros((len(self.services), len(HEALTH_FIELDS)))
+        for i, s in enumerate(self.services):
+            h = backend.service_health(s) or {}
+            out[i] = [h.get(f, 0.0) for f in HEALTH_FIELDS]
+        return out
+
+
+class _Episode:
+    """`RLView._observe`'s state for one marathon's backend: its `ClusterView`, per-fingerprint alert info
+    (`RLView._alert_info`) and per-deployment features (`RLView._update_deployments`: ``dep_rows`` env, cpu,
+    memory and replica drift and revisions / 5; ``dep_bits`` env, cpu and memory drift, the scale_restore
+    precondition and room to scale out; ``changed`` service index -> (last change, its time, diff thunk))."""
+
+    __slots__ = ("backend", "cv", "alert_info", "dep_keys", "dep_rows", "dep_bits", "changed")
+
+    def __init__(self, backend: Any, view: RLView):
+        self.backend = backend
+        self.cv = ClusterView(backend, view.app)
+        self.alert_info: dict[str, tuple[str, int, tuple[int, ...]]] = {}
+        self.dep_keys: list | None = None
+        n = len(view.services)
+        self.dep_rows = np.zeros((n, 5))
+        self.dep_bits = np.zeros((n, 5), dtype=bool)
+        self.changed: dict[int, tuple] = {}
 
 
 def _active_alerts(engine) -> list[tuple[str, str, str, float, dict]]:

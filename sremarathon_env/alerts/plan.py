@@ -35,6 +35,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from itertools import compress
+from operator import itemgetter
 
 import numpy as np
 
@@ -251,49 +252,56 @@ class _Pass(_Node):
     def rebind(self, child):
         self.child = child
 
-    def compute(self, E):
-        return self.child.value(E)
+    def value(self, E: _Env):
+        return self.child.value(E)   # the child's very values (it keeps them for the call)
+
+    compute = value
 
 
 class _Agg(_Node):
+    """sum / count / group / max / min by group. A sum and a count are ``ufunc.at`` over the group index of the
+    input rows, which applies the rows in input order: Prometheus's row-after-row sum, bit for bit (it starts from
+    -0.0: ``-0.0 + x`` is ``x`` exactly; of two NaN operands numpy's loops may return either, as they do by shape in
+    any of its reductions: no result shows a NaN's payload). A rebuilt sum or count needs no layout; a max or min
+    reduces the rows in group order (``reduceat``, as the generic evaluator; the layouts cached by group index)."""
+
     def __init__(self, op: str, child: _Node, keys, gid: np.ndarray):
         super().__init__()
         self.op, self.child, self.labels = op, child, keys
-        G = len(keys)
-        members = op == "sum"   # only a sum reads the member table
-        ck = (G, members, gid.tobytes())
-        hit = _AGG_LAYOUT.get(ck)
-        if hit is None:
-            if len(_AGG_LAYOUT) > AGG_LAYOUT_MAX:
-                _AGG_LAYOUT.clear()
-            hit = _AGG_LAYOUT[ck] = self._layout(G, gid, members)
-        self.order, self.starts, self.singletons, self.one_group, self.idx, self.M = hit
+        G = self.G = len(keys)
+        n = len(gid)
+        self.gid = gid
+        self.one_group = G == 1
+        self.singletons = G == n
+        self.perm = self.order = self.starts = None
+        if self.singletons and n > 1:
+            # a permutation: group g is row perm[g] (None where the rows are in group order already)
+            perm = np.empty(n, dtype=np.intp)
+            perm[gid] = np.arange(n)
+            self.perm = None if bool((gid[1:] > gid[:-1]).all()) else perm
+        elif not self.one_group and op in ("max", "min"):
+            # fmax / fmin by reduceat over the rows in group order (ufunc.at would differ in the sign of a zero:
+            # numpy's loops disagree on fmax(0.0, -0.0), and this keeps the generic evaluator's)
+            ck = (G, gid.tobytes())
+            hit = _AGG_LAYOUT.get(ck)
+            if hit is None:
+                if len(_AGG_LAYOUT) > AGG_LAYOUT_MAX:
+                    _AGG_LAYOUT.clear()
+                hit = _AGG_LAYOUT[ck] = self._layout(G, gid)
+            self.order, self.starts = hit
 
     def rebind(self, child):
         self.child = child
 
     @staticmethod
-    def _layout(G: int, gid: np.ndarray, members: bool = True) -> tuple:
-        """(stable order by group or None, group starts, all singletons, one group, member table, its width);
-        without ``members`` the table is None (and its width 0)."""
-        n = len(gid)
+    def _layout(G: int, gid: np.ndarray) -> tuple:
+        """(the stable order of the rows by group, None where they are in group order already; group starts)."""
         sizes = np.bincount(gid, minlength=G)
         starts = np.zeros(G, dtype=np.intp)
         np.cumsum(sizes[:-1], out=starts[1:])
         # the stable sort by group is the identity exactly when the group index never decreases
-        ident = n < 2 or bool((gid[1:] >= gid[:-1]).all())
-        order = None if ident else np.argsort(gid, kind="stable")
-        if not members:
-            return order, starts, bool((sizes == 1).all()), G == 1, None, 0
-        ar = np.arange(n)
-        M = int(sizes.max()) if G else 0
-        # (G, M) member rows in input order, padded with row n (a -0.0 row: x + -0.0 == x exactly), so a
-        # sequential accumulate along the members is Prometheus's row-after-row sum
-        idx = np.full((G, M), n, dtype=np.intp)
-        rank = ar - np.repeat(starts, sizes)
-        srt = ar if order is None else order
-        idx[gid[srt], rank] = srt
-        return order, starts, bool((sizes == 1).all()), G == 1, idx, M
+        order = None if bool((gid[1:] >= gid[:-1]).all()) else np.argsort(gid, kind="stable")
+        return order, starts
 
     def compute(self, E):
         v, p = self.child.value(E)
@@ -307,45 +315,36 @@ class _Agg(_Node):
                 W = np.ones((len(self.labels), E.T))
             else:
                 W = np.where(p, v, np.nan)
-            if self.order is not None:
-                return W[self.order], p[self.order]
+            if self.perm is not None:
+                return W[self.perm], p[self.perm]
             return W, p
         if self.one_group:
             anyp = p.any(axis=0, keepdims=True)
-        else:
-            pp = p if self.order is None else p[self.order]
-            anyp = np.logical_or.reduceat(pp, self.starts, axis=0)
-        if op == "sum":
-            W = np.where(p, v, 0.0)
-            if self.one_group and self.order is None:
-                return np.add.accumulate(W, axis=0)[-1:], anyp
-            Wx = np.concatenate([W, _NEG_ZERO_ROW(E.T)])
-            return np.add.accumulate(Wx[self.idx], axis=1)[:, -1], anyp
-        if op == "count":
-            if self.one_group:
+            if op == "sum":
+                return np.add.accumulate(np.where(p, v, 0.0), axis=0)[-1:], anyp
+            if op == "count":
                 return p.sum(axis=0, keepdims=True, dtype=np.float64), anyp
-            return np.add.reduceat(pp.astype(np.float64), self.starts, axis=0), anyp
+            if op == "group":
+                return np.ones((1, E.T)), anyp
+            W = np.where(p, v, np.nan)
+            return (np.fmax if op == "max" else np.fmin).reduceat(W, _START0, axis=0), anyp
+        gid = self.gid
+        anyp = np.zeros((self.G, E.T), bool)
+        np.logical_or.at(anyp, gid, p)
+        if op == "sum":
+            out = np.full((self.G, E.T), -0.0)
+            np.add.at(out, gid, np.where(p, v, 0.0))
+            return out, anyp
+        if op == "count":
+            out = np.zeros((self.G, E.T))
+            np.add.at(out, gid, p.astype(np.float64))
+            return out, anyp
         if op == "group":
-            return np.ones((len(self.labels), E.T)), anyp
+            return np.ones((self.G, E.T)), anyp
         W = np.where(p, v, np.nan)
         if self.order is not None:
             W = W[self.order]
-        if op == "max":
-            return np.fmax.reduceat(W, self.starts, axis=0), anyp
-        return np.fmin.reduceat(W, self.starts, axis=0), anyp
-
-
-#: group layouts of aggregations, by (number of groups, group index of each input row)
-_AGG_LAYOUT: dict[tuple, tuple] = {}
-AGG_LAYOUT_MAX = 2000  #: layouts kept before the cache starts again
-
-
-def _NEG_ZERO_ROW(T: int) -> np.ndarray:
-    """A (1, T) row of -0.0 (shared: read only)."""
-    row = _ROWS.get(("-0", T))
-    if row is None:
-        row = _ROWS[("-0", T)] = np.full((1, T), -0.0)
-    return row
+        return (np.fmax if op == "max" else np.fmin).reduceat(W, self.starts, axis=0), anyp
 
 
 def _FALSE_ROW(T: int) -> np.ndarray:
@@ -357,6 +356,10 @@ def _FALSE_ROW(T: int) -> np.ndarray:
 
 
 _ROWS: dict[tuple, np.ndarray] = {}
+#: group layouts of max / min aggregations, by (number of groups, group index of each input row)
+_AGG_LAYOUT: dict[tuple, tuple] = {}
+AGG_LAYOUT_MAX = 2000  #: layouts kept before the cache starts again
+_START0 = np.zeros(1, dtype=np.intp)   # reduceat over all rows: one segment
 
 
 class _VecScalar(_Node):
@@ -365,6 +368,8 @@ class _VecScalar(_Node):
         self.op, self.vec, self.sc, self.left, self.rb = op, vec, sc, scalar_left, return_bool
         self.labels = labels
         self.const = sc.val if isinstance(sc, _Const) else None
+        self.arith = ARITH_FUNCS.get(op)   # (else a comparison)
+        self.cmp = CMP_FUNCS.get(op)
 
     def rebind(self, a, b):
         self.vec, self.sc = a, b
@@ -372,25 +377,35 @@ class _VecScalar(_Node):
 
     def compute(self, E):
         v, p = self.vec.value(E)
-        s = self.const if self.const is not None else self.sc.value(E)[None, :]
+        s = self.const
+        if s is None:
+            s = self.sc.value(E)[None, :]
         lv, rv = (s, v) if self.left else (v, s)
-        op = self.op
-        if op in ARITH_FUNCS:  # floating-point warnings are off for the whole call (PackPlan.evaluate)
-            r = ARITH_FUNCS[op](lv, rv)
+        if self.arith is not None:  # floating-point warnings are off for the whole call (PackPlan.evaluate)
+            r = self.arith(lv, rv)
             if r.shape != v.shape:
                 r = np.broadcast_to(r, v.shape)
             return r.astype(np.float64, copy=False), p
-        c = CMP_FUNCS[op](lv, rv)
+        c = self.cmp(lv, rv)
         if self.rb:
             return c.astype(np.float64), p
         return v, p & c
+
+
+def _is_identity(idx: np.ndarray, n: int) -> bool:
+    """Whether ``idx`` takes all ``n`` rows in order."""
+    return len(idx) == n and bool((idx == np.arange(n)).all())
 
 
 class _VecVec(_Node):
     def __init__(self, op, lhs, rhs, swap, mi, oi, labels, return_bool):
         super().__init__()
         self.op, self.lhs, self.rhs, self.swap, self.rb = op, lhs, rhs, swap, return_bool
-        self.mi, self.oi, self.labels = mi, oi, labels
+        many, one = (rhs, lhs) if swap else (lhs, rhs)
+        # the rows each side takes, None where that is every row in order (no gather: the usual one-to-one match)
+        self.mi = None if _is_identity(mi, len(many.labels)) else mi
+        self.oi = None if _is_identity(oi, len(one.labels)) else oi
+        self.labels = labels
 
     def rebind(self, lhs, rhs):
         self.lhs, self.rhs = lhs, rhs
@@ -399,8 +414,10 @@ class _VecVec(_Node):
         lv, lp = self.lhs.value(E)
         rv, rp = self.rhs.value(E)
         (mv, mp), (ov, op_) = ((rv, rp), (lv, lp)) if self.swap else ((lv, lp), (rv, rp))
-        ov, op_ = ov[self.oi], op_[self.oi]
-        mv, mp = mv[self.mi], mp[self.mi]
+        if self.oi is not None:
+            ov, op_ = ov[self.oi], op_[self.oi]
+        if self.mi is not None:
+            mv, mp = mv[self.mi], mp[self.mi]
         vl, vr = (ov, mv) if self.swap else (mv, ov)
         p = mp & op_
         op = self.op
@@ -525,6 +542,7 @@ class PackPlan:
         self._roots: list[_Node | None] = []
         self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
         self._lr_rows: dict[tuple, dict] = {}  # label_replace results per input label set
+        self._lr_tags: dict[str, tuple] = {}  # per label_replace node key: ("label_replace", dst, repl, src, regex)
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
         self._name_sig: dict[str, tuple] = {}
@@ -848,7 +866,16 @@ class PackPlan:
         if self._all_families:
             changed = set(sigs) | set(self._name_sig)
         self._name_sig = sigs
-        self._nodes: dict[str, _Node | None] = {}
+        records, rule_names = self._records, self._rule_names
+        kept = [rec is not None and None not in rule_names[i] and not (rule_names[i] & changed)
+                for i, rec in enumerate(records)]
+        # the nodes of the kept rules, registered first (an earlier rule's node wins): a rebuilt rule takes any
+        # of them for an equal sub-expression (valid: it reads no changed family), wherever its rule stands
+        nodes: dict[str, _Node | None] = {}
+        for i in range(len(records) - 1, -1, -1):
+            if kept[i]:
+                nodes.update(records[i][1])
+        self._nodes = nodes
         self._groups: dict[tuple, _RangeGroup] = {}
         self._kernel_nodes: dict[int, _Range] = {}
         self._slot_cache: dict[int, tuple] = {}
@@ -856,12 +883,8 @@ class PackPlan:
         self._old, self._cache = self._cache, {}
         roots: list[_Node | None] = []
         for i, r in enumerate(self.rules):
-            rec = self._records[i]
-            if rec is not None and None not in self._rule_names[i] and not (self._rule_names[i] & changed):
-                root, (vkeys, vnodes), kernel_nodes = rec
-                put = self._nodes.setdefault
-                for k, n in zip(vkeys, vnodes):
-                    put(k, n)
+            if kept[i]:
+                root, _, kernel_nodes = records[i]
                 self._kernel_nodes.update(kernel_nodes)
                 self.kept += 1
                 roots.append(root)
@@ -878,7 +901,8 @@ class PackPlan:
             mine = self._kernel_nodes
             self._kernel_nodes = outer_kernel
             self._kernel_nodes.update(mine)
-            self._records[i] = (root, self._visits, mine) if self._reusable else None
+            # (root, the rule's nodes by key, its kernel range nodes)
+            self._records[i] = (root, dict(zip(*self._visits)), mine) if self._reusable else None
             roots.append(root)
         self._roots = roots
         self._old = {}
@@ -930,7 +954,12 @@ class PackPlan:
             parts, labels = self._selection(node)
             if not labels:
                 return _Empty()
-            return self._reuse((node.key, id(labels)), lambda: _Sel(self, node, parts, labels))
+            ck = (node.key, id(labels))
+            hit = self._old.get(ck)   # (_reuse, inline)
+            if hit is None:
+                hit = _Sel(self, node, parts, labels)
+            self._cache[ck] = hit
+            return hit
         if isinstance(node, S.Call) and node.name in _BATCHED and isinstance(node.args[0], S.MatSel) and len(node.args) == 1:
             ms = node.args[0]
             sel = ms.sel
@@ -942,13 +971,14 @@ class PackPlan:
             if (len(parts) != 1 or parts[0][0] == "perm") and _has_dup(out_labels):
                 return self._generic(node, [])
             if node.name in CODES and sel.at_ms is None:
-                def kernel_range():
+                ck = (node.key, id(labels))
+                rn = self._old.get(ck)   # (_reuse, inline)
+                if rn is None:
                     rn = _Range(None, 0, len(labels), out_labels)
                     rn.slots = self._slots(parts, labels)
                     rn.window = (ms.range_ms, sel.offset_ms, CODES[node.name])
                     rn.kernel = True
-                    return rn
-                rn = self._reuse((node.key, id(labels)), kernel_range)
+                self._cache[ck] = rn
                 self._kernel_nodes[id(rn)] = rn
             else:
                 gk = (node.name, ms.range_ms, sel.offset_ms, sel.at_ms)
@@ -965,9 +995,13 @@ class PackPlan:
             child = self._node(node.args[0])
             if not child.labels:
                 return _Empty() if child.kind == "v" else self._generic(node, [(node.args[0], child)])
-            dst, repl, src, rx = (a.val for a in node.args[1:])
-            tag = ("label_replace", dst, repl, src, rx)
-            out = memo(tag, (child.labels,), lambda: self._label_replace(tag, child.labels, dst, repl, src, rx))
+            tag = self._lr_tags.get(node.key)
+            if tag is None:
+                tag = self._lr_tags[node.key] = ("label_replace",) + tuple(a.val for a in node.args[1:])
+            _, dst, repl, src, rx = tag
+            out = memo_get(tag, (child.labels,))
+            if out is _NONE:
+                out = memo(tag, (child.labels,), lambda: self._label_replace(tag, child.labels, dst, repl, src, rx))
             if _has_dup(out):
                 return self._generic(node, [(node.args[0], child)])
             out = self._intern(node.key, out)
@@ -1003,7 +1037,13 @@ class PackPlan:
                     return _Empty()
                 ck = (node.key, _lid(lhs), _lid(rhs))
                 if node.op in CMP_FUNCS and not node.return_bool:
-                    return self._reuse(ck, lambda: _VecScalar(node.op, vec, sc, left, False, vec.labels), (vec, sc))
+                    hit = self._old.get(ck)   # (_reuse, inline)
+                    if hit is None:
+                        hit = _VecScalar(node.op, vec, sc, left, False, vec.labels)
+                    else:
+                        hit.rebind(vec, sc)
+                    self._cache[ck] = hit
+                    return hit
                 labels = drop_names(vec.labels)
                 if _has_dup(labels):
                     return self._generic(node, [(node.lhs, lhs), (node.rhs, rhs)])
@@ -1246,6 +1286,9 @@ def _in_mask(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return mask[np.minimum(rows, len(mask) - 1)] & (rows < len(mask))
 
 
+_FAM_OF_ITEM, _ROW_OF_ITEM = itemgetter(1), itemgetter(2)   # of a selection item (sort key, family index, row)
+
+
 class _Selection:
     """One selector's matching rows per family (extended as families gain rows) and its live selection: the
     sorted (sort key, family index, row) items, their label sets, the parts that gather their rows, and the
@@ -1277,13 +1320,13 @@ class _Selection:
             self.parts = []
             self.f_arr = self.r_arr = np.zeros(0, dtype=np.intp)
             return
-        _, fis, rws = zip(*items)
-        r = self.r_arr = np.fromiter(rws, dtype=np.intp, count=len(rws))
+        n = len(items)
+        r = self.r_arr = np.fromiter(map(_ROW_OF_ITEM, items), dtype=np.intp, count=n)
         if len(fams) == 1:
-            self.f_arr = np.zeros(len(r), dtype=np.intp)
+            self.f_arr = np.zeros(n, dtype=np.intp)
             self.parts = [(fams[0], r)]
             return
-        f = self.f_arr = np.fromiter(fis, dtype=np.intp, count=len(fis))
+        f = self.f_arr = np.fromiter(map(_FAM_OF_ITEM, items), dtype=np.intp, count=n)
         stride = int(r.max()) + 1
         comb = f * stride + r
         ident = len(comb) < 2 or bool((comb[1:] > comb[:-1]).all())

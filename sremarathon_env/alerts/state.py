@@ -230,6 +230,14 @@ class AlertEngine:
         self._active_fps: list[set[str]] = [set() for _ in self.pack.rules]  # fingerprints of each rule's active alerts
         self._row_info: list[dict] = [{} for _ in self.pack.rules]
 
+    def release(self) -> None:
+        """The engine's owner is done with it (its marathon ended): the compiled plan's tape gives its buffers to the
+        next engines of this process (`Tape.release`). Nothing else changes; a later evaluation still gives the same
+        results (the tape starts again from the first column)."""
+        tape = getattr(self._plan, "tape", None)
+        if tape is not None:
+            tape.release()
+
     @property
     def evaluated_until(self) -> float | None:
         return None if self._next_tick == 0 else (self._next_tick - 1) * self.interval_ms / 1000

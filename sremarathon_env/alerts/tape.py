@@ -38,6 +38,7 @@ from scratch if that column changed (a cheap guard, not a proof).
 from __future__ import annotations
 
 import importlib
+import threading
 
 import numpy as np
 
@@ -80,6 +81,42 @@ def _empty_small_pages(shape: tuple, dtype) -> np.ndarray:
     finally:
         _SET_MADVISE_HUGEPAGE(old)
 
+
+
+# -- buffers of released tapes ---------------------------------------------------------------------------------
+#: the summary-array buffers of released tapes (`Tape.release`), for the next tapes' arrays: their pages are in
+#: memory already (a fresh array faults each page in at its first write, ~1.3 us a page on this VM: ~130 pages per
+#: 8-column sync of an Online Boutique tape, ~310 for Train Ticket). The arrays are uninitialised by contract (every
+#: cell is written before it is read, see ``Tape._alloc``), so what an earlier tape left in a buffer is never read.
+#: A buffer serves an array of between half its size and its size; at most `POOL_MAX` buffers (one tape's arrays)
+#: are kept, none under `POOL_MIN_BYTES`.
+_POOL: list[np.ndarray] = []
+_POOL_LOCK = threading.Lock()
+POOL_MAX = 8
+POOL_MIN_BYTES = 1 << 20
+#: slot capacities are rounded up to a multiple of this, so that the tapes of one app's episodes (a few slots more or
+#: less) get arrays of the same shapes, whose used cells lie on the pages the previous tape used
+SLOT_ROUND = 256
+
+
+def _buffer(n_items: int) -> np.ndarray:
+    """A 1-D float64 buffer of at least ``n_items`` items: the smallest pooled one that fits, else a fresh one."""
+    if n_items * 8 >= POOL_MIN_BYTES:
+        with _POOL_LOCK:
+            best = None
+            for i, b in enumerate(_POOL):
+                if n_items <= b.size <= 2 * n_items and (best is None or b.size < _POOL[best].size):
+                    best = i
+            if best is not None:
+                return _POOL.pop(best)
+    return _empty_small_pages((n_items,), np.float64)
+
+
+def _give_back(buffers: list) -> None:
+    with _POOL_LOCK:
+        for b in buffers:
+            if b.nbytes >= POOL_MIN_BYTES and len(_POOL) < POOL_MAX and not any(b is x for x in _POOL):
+                _POOL.append(b)
 
 
 #: up to this many columns and from this many slots, running sums and maxima over the time axis go row by row
@@ -201,8 +238,24 @@ class Tape:
         # columns [0, k]; CC: value changes in columns [0, k]; LR: last reset column <= k (0 if none)
         # column-major: a (slots, columns) view of a (columns, slots) array, so that the columns written so far
         # are all the memory touched (row-major, a first sync touched every page of every row in use at once)
+        # each array is a view of a buffer (fresh, or one a released tape gave back: see `release`)
+        self._bufs = []
         for name, dt, extra in self._ARRAYS:
-            setattr(self, name, _empty_small_pages((cap + extra, n_slots), dt).T)
+            n = (cap + extra) * n_slots
+            buf = _buffer(n)
+            self._bufs.append(buf)
+            setattr(self, name, buf[:n].view(dt).reshape(cap + extra, n_slots).T)
+
+    def release(self) -> None:
+        """Give the summary arrays' buffers to the next tapes (the owner is done with this tape: a marathon that
+        ended). The tape stays usable: its next sync allocates arrays again and starts from column 0, which gives
+        the same summaries (`sync` after a detected rewrite does the same)."""
+        bufs = self._bufs
+        self._alloc(1, 1)   # placeholders (below the pool's size), nothing synced
+        self.N = 0
+        self._groups = None
+        self._pending = []
+        _give_back(bufs)
 
     def _grow(self, n_slots: int, cap: int) -> None:
         """Larger (uninitialised, see ``_alloc``) arrays holding what was written of the old ones."""
@@ -213,6 +266,8 @@ class Tape:
         # faulted marathon replaces about double them, random RL actions about triple them; a later growth
         # copies every summary so far and holds both copies)
         S2 = max((4 if self.N == 0 else 2) * n_slots, 2 * s) if n_slots > s else s
+        if S2 > s:
+            S2 = -(-S2 // SLOT_ROUND) * SLOT_ROUND
         T2 = max(cap, 2 * t if cap > t else t)
         S, N = len(self._row_of), self.N
         old = {name: getattr(self, name) for name, _, _ in self._ARRAYS}
@@ -378,6 +433,18 @@ class KernelSpec:
         self.has_rate = bool((self.codes == CODES["rate"]).any())
         self.only_ext = all(c in _EXTRAPOLATED for c in self.present)
         self.col = self.slots[:, None]
+        #: the rows of each function the kernel does not extrapolate
+        self.rows_of = {c: np.flatnonzero(self.codes == c) for c in self.present if c not in _EXTRAPOLATED}
+        # runs of rows with the same window (a plan lists each range call's rows together): the window bounds are
+        # computed once per run and repeated over its rows (the same integers); None where runs do not pay
+        self.runs = None
+        R = len(self.slots)
+        if R:
+            o = self.offset_ms
+            starts = np.flatnonzero(np.concatenate(([True], (r[1:] != r[:-1]) | (o[1:] != o[:-1]))))
+            if 4 * len(starts) <= R:
+                run_r, run_o = r[starts][:, None], o[starts][:, None]
+                self.runs = (np.diff(np.append(starts, R)), run_r, run_o, run_r + run_o)
 
 
 def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None):
@@ -390,16 +457,29 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     cap = tape.cap_t
     S = tape.cap_s  # the arrays are column-major: [slot, column] is at flat offset column * S + slot
     base = spec.col
-    ref = times[None, :] - spec.offset_ms[:, None]
-    lo = np.maximum(-((spec.range_ms[:, None] + t0_ms - ref) // st), 0)
-    hi = np.minimum((ref - t0_ms) // st, N - 1)
-    nonempty = hi >= lo
-    hi_c = np.maximum(hi, 0)
+    if spec.runs is not None:   # per run of rows with one window, repeated over its rows
+        lens, run_r, run_o, run_w = spec.runs
+        ref = times[None, :] - run_o
+        lo = np.maximum(-((run_r + t0_ms - ref) // st), 0)
+        hi = np.minimum((ref - t0_ms) // st, N - 1)
+        nonempty = np.repeat(hi >= lo, lens, axis=0)
+        hi_c = np.repeat(np.maximum(hi, 0), lens, axis=0)
+        lo = np.repeat(lo, lens, axis=0)
+        win_start = np.repeat(times[None, :] - run_w, lens, axis=0) if spec.ext else None
+        ref = np.repeat(ref, lens, axis=0)
+    else:
+        ref = times[None, :] - spec.offset_ms[:, None]
+        lo = np.maximum(-((spec.range_ms[:, None] + t0_ms - ref) // st), 0)
+        hi = np.minimum((ref - t0_ms) // st, N - 1)
+        nonempty = hi >= lo
+        hi_c = np.maximum(hi, 0)
+        win_start = times[None, :] - spec.window_ms if spec.ext else None
     CS = tape.CS.T.ravel()
     before = CS.take(base + np.minimum(lo, N) * S)
-    cnt = np.where(nonempty, CS.take(base + (hi_c + 1) * S) - before, 0)
+    hi_at = base + hi_c * S   # flat offsets of the last column of each window
+    cnt = np.where(nonempty, CS.take(hi_at + S) - before, 0)
     has = cnt > 0
-    last = np.where(has, tape.PV.T.ravel().take(base + hi_c * S), 0)
+    last = np.where(has, tape.PV.T.ravel().take(hi_at), 0)
     first = np.where(has, tape.POS.T.ravel().take(base + np.minimum(before, cap - 1) * S), 0)
     ilast = base + last * S
     ifirst = base + first * S
@@ -434,7 +514,7 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
         ft = t0_ms + first * st
         lt = t0_ms + last * st
         with np.errstate(all="ignore"):
-            d_start = (ft - (times[None, :] - spec.window_ms)).astype(np.float64) / 1000
+            d_start = (ft - win_start).astype(np.float64) / 1000
             d_end = (ref - lt).astype(np.float64) / 1000
             sampled = (lt - ft).astype(np.float64) / 1000
             avg = sampled / (cnt - 1).astype(np.float64)
@@ -456,20 +536,21 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     if out_v is None:
         out_v = np.zeros((R, T))
         out_p = np.zeros((R, T), bool)
-    code = spec.codes[:, None]
+    else:
+        out_p = out_p.copy()   # (``ok``) written in place below
+    # the other functions on their own rows only (the arrays above are fresh: written in place)
     for c in codes:
         if c in _EXTRAPOLATED:
             continue
-        m = code == c
+        rows = spec.rows_of[c]
         if c in (3, 4):
             A = (tape.CC if c == 3 else tape.RC).T.ravel()
-            val = (A.take(ilast) - A.take(ifirst)).astype(np.float64)
-            out_v = np.where(m, val, out_v)
+            out_v[rows] = (A.take(ilast[rows]) - A.take(ifirst[rows])).astype(np.float64)
         elif c == 5:
-            out_v = np.where(m, cnt.astype(np.float64), out_v)
+            out_v[rows] = cnt[rows].astype(np.float64)
         elif c == 6:
-            out_v = np.where(m, V.take(ilast), out_v)
+            out_v[rows] = V.take(ilast[rows])
         else:
-            out_v = np.where(m, 1.0, out_v)
-        out_p = np.where(m, has, out_p)
+            out_v[rows] = 1.0
+        out_p[rows] = has[rows]
     return out_v, out_p

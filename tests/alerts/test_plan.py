@@ -209,9 +209,27 @@ def test_plan_leaves_out_rows_without_samples_and_takes_them_back():
     assert plan.excluded == 0
 
 
+def _fold(op: str, vals: list, pres: list):
+    """A sum, count or group of one group at one time, row after row in input order (None where no member is
+    present); an absent member adds 0.0 to a sum, as in the generic evaluator's sum."""
+    if not any(pres):
+        return None
+    if op == "group":
+        return 1.0
+    acc = None
+    for x, ok in zip(vals, pres):
+        x = (float(x) if ok else 0.0) if op == "sum" else float(ok)
+        acc = x if acc is None else acc + x
+    return acc
+
+
+def _bits(x) -> int:
+    return int(np.array([x], dtype=np.float64).view(np.int64)[0])
+
+
 def test_aggregation_layout_matches_its_definition():
-    """_Agg._layout: stable order by group (None when already sorted), group starts, singleton / one-group flags,
-    and the (groups, max size) member table in input order padded with row n, for random group indexes."""
+    """_Agg._layout (max / min): the stable order by group (None when already sorted) and the group starts, for
+    random group indexes numbered by first appearance."""
     from sremarathon_env.alerts.plan import _Agg
 
     rng = np.random.default_rng(12)
@@ -223,17 +241,57 @@ def test_aggregation_layout_matches_its_definition():
             raw = np.sort(raw)
         firsts = [int(np.flatnonzero(raw == g)[0]) for g in range(G)]
         rank = {g: r for r, g in enumerate(sorted(range(G), key=firsts.__getitem__))}
-        gid = np.array([rank[int(x)] for x in raw], dtype=np.intp)   # groups numbered by first appearance
+        gid = np.array([rank[int(x)] for x in raw], dtype=np.intp)
         n = len(gid)
-        order, starts, singletons, one_group, idx, M = _Agg._layout(G, gid)
+        order, starts = _Agg._layout(G, gid)
         want_order = sorted(range(n), key=lambda i: gid[i])
         assert (order is None) == (want_order == list(range(n)))
         assert order is None or order.tolist() == want_order
-        members = [[i for i in range(n) if gid[i] == g] for g in range(G)]
-        sizes = [len(m) for m in members]
-        assert starts.tolist() == [sum(sizes[:g]) for g in range(G)] and M == max(sizes)
-        assert idx.tolist() == [m + [n] * (M - len(m)) for m in members]
-        assert singletons == all(s == 1 for s in sizes) and one_group == (G == 1)
-        o2, s2, sg2, og2, idx2, M2 = _Agg._layout(G, gid, members=False)   # without the member table
-        assert (o2 is None) == (order is None) and (o2 is None or np.array_equal(o2, order))
-        assert np.array_equal(s2, starts) and (sg2, og2, idx2, M2) == (singletons, one_group, None, 0)
+        sizes = [int((gid == g).sum()) for g in range(G)]
+        assert starts.tolist() == [sum(sizes[:g]) for g in range(G)]
+
+
+def test_aggregation_equals_the_generic_one_and_a_row_after_row_fold():
+    """_Agg (ufunc.at over the group index for sums and counts, reduceat in group order for max / min, the singleton
+    and one-group shortcuts) gives what the generic evaluator's ``aggregate`` gives, bit for bit (signed zeros,
+    infinities, extremes, absent members, groups numbered by first appearance), and a sum / count / group is the
+    fold of the present members in input order; a NaN result is a NaN (which of two NaN operands numpy returns
+    differs between its loops, and by shape within one: no result shows a payload)."""
+    from types import SimpleNamespace
+
+    from sremarathon_env.alerts.plan import _Agg
+    from sremarathon_env.alerts.values import Vec
+    from sremarathon_env.alerts.vectorops import aggregate, groups_of
+
+    def same(a, b) -> bool:
+        return (a != a and b != b) or _bits(a) == _bits(b)
+
+    rng = np.random.default_rng(12)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, np.nan, 1e308, -1e308, 5e-324, 0.1, -2.5])
+    special[5] = np.frombuffer(np.int64(-2251799813685247).tobytes(), dtype=np.float64)[0]   # another NaN payload
+    for case in range(400):
+        G = int(rng.integers(1, 7))
+        raw = rng.integers(0, G, size=int(rng.integers(G, 30)))
+        raw[:G] = rng.permutation(G)
+        if rng.random() < 0.3:
+            raw = np.sort(raw)
+        if rng.random() < 0.15:
+            raw = rng.permutation(G)   # singletons
+        n, T = len(raw), int(rng.integers(1, 10))
+        labels = [(("g", f"g{int(x)}"), ("i", f"{i:03d}")) for i, x in enumerate(raw)]
+        keys, gid = groups_of(labels, False, ("g",))
+        v = np.where(rng.random((n, T)) < 0.5, special[rng.integers(len(special), size=(n, T))], rng.normal(size=(n, T)))
+        p = rng.random((n, T)) < 0.8
+        child = SimpleNamespace(value=lambda E, v=v, p=p: (v, p))
+        for op in ("sum", "count", "group", "max", "min"):
+            got_v, got_p = _Agg(op, child, keys, gid).compute(SimpleNamespace(T=T))
+            want = aggregate(op, Vec(labels, v, p), None, False, ("g",))
+            assert want.labels == keys and np.array_equal(got_p, want.p), (case, op)
+            for g in range(len(keys)):
+                rows = np.flatnonzero(gid == g)
+                for t in range(T):
+                    if not got_p[g, t]:
+                        continue
+                    assert same(got_v[g, t], want.v[g, t]), (case, op, g, t, got_v[g, t], want.v[g, t])
+                    if op != "max" and op != "min":
+                        assert same(got_v[g, t], _fold(op, v[rows, t].tolist(), p[rows, t].tolist())), (case, op, g, t)

@@ -219,3 +219,107 @@ def test_summaries_equal_their_definitions_in_any_chunking(chunks, rowwise, shuf
             assert getattr(tape, name)[s, :150].tolist() == ref[name], (name, s)
         assert tape.PREV[s, :150].tobytes() == np.array(ref["PREV"]).tobytes()
         assert tape.POS[s, : len(ref["POS"])].tolist() == ref["POS"]
+
+
+def test_released_buffers_serve_the_next_tape_and_change_no_result(monkeypatch):
+    # a released tape's buffers hold its summaries: the next tape (another store, other values) takes them and must
+    # compute exactly what a fresh tape does; the released tape itself, used again, starts over and agrees too
+    import sremarathon_env.alerts.tape as tape_mod
+
+    monkeypatch.setattr(tape_mod, "_POOL", [])
+    monkeypatch.setattr(tape_mod, "POOL_MIN_BYTES", 0)
+    windows = [(name, r, o) for name in CODES for r, o in ((300_000, 0), (900_000, 60_000))]
+
+    def run(tape, store, n_rows, a0=0, a1=120):
+        fam = store.families("c_total")[0]
+        rows = np.arange(n_rows)
+        slots = tape.slots([(fam, int(r)) for r in rows])
+        spec = KernelSpec(np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], n_rows),
+                          np.repeat([w[2] for w in windows], n_rows), np.repeat([CODES[w[0]] for w in windows], n_rows))
+        for a in range(a0, a1, 8):
+            times = np.arange(a, a + 8, dtype=np.int64) * ST
+            tape.sync(a + 8)
+            v, p = window_kernel(tape, spec, times, 0, ST)
+            for k, (name, r, o) in enumerate(windows):
+                rv, rp = _reference(store, fam, rows, name, r, o, times)
+                sl = slice(n_rows * k, n_rows * (k + 1))
+                assert np.array_equal(p[sl], rp), (name, r, o, a)
+                assert np.where(rp, rv, 0.0).tobytes() == np.where(rp, v[sl], 0.0).tobytes(), (name, r, o, a)
+
+    first_store, second_store = _store(7, 30, 120), _store(8, 28, 120)
+    first = Tape(first_store, capacity=130)
+    run(first, first_store, 30, 0, 64)
+    released = list(first._bufs)
+    first.release()
+    assert len(tape_mod._POOL) == len(Tape._ARRAYS) and first.N == 0
+    second = Tape(second_store, capacity=130)
+    run(second, second_store, 28)
+    assert any(b is r for b in second._bufs for r in released)   # the pooled buffers were taken
+    run(first, first_store, 30, 64, 120)                         # used after release: starts over, same results
+    assert first.N == 120 and not any(b is r for b in first._bufs for r in second._bufs)
+    # bounded: one tape's arrays at most, and no buffer twice
+    for t in (first, second, Tape(first_store, capacity=130)):
+        t.release()
+        t.release()
+    assert len(tape_mod._POOL) <= tape_mod.POOL_MAX
+    assert len({id(b) for b in tape_mod._POOL}) == len(tape_mod._POOL)
+
+
+def test_small_arrays_are_not_pooled_and_slot_capacities_are_rounded(monkeypatch):
+    import sremarathon_env.alerts.tape as tape_mod
+
+    monkeypatch.setattr(tape_mod, "_POOL", [])
+    store = _store(9, 20, 30)
+    fam = store.families("c_total")[0]
+    tape = Tape(store)
+    tape.slots([(fam, r) for r in range(20)])
+    tape.sync()
+    assert tape.cap_s % tape_mod.SLOT_ROUND == 0 and tape.cap_s >= 80
+    tape.release()
+    assert all(b.nbytes >= tape_mod.POOL_MIN_BYTES for b in tape_mod._POOL)
+
+
+def test_window_runs_and_row_by_row_windows_give_the_same_results():
+    # rows listed in runs of one window take the per-run bounds; the same rows shuffled (no runs) take per-row
+    # bounds: the same values and presence, bit for bit, row for row
+    store = _store(4, 16, 90)
+    fam = store.families("c_total")[0]
+    tape = Tape(store)
+    slots = tape.slots([(fam, r) for r in range(16)])
+    windows = [(name, r, o) for name in CODES for r, o in ((300_000, 0), (120_000, 60_000), (3_600_000, 0))]
+    args = (np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], 16), np.repeat([w[2] for w in windows], 16),
+            np.repeat([CODES[w[0]] for w in windows], 16))
+    grouped = KernelSpec(*args)
+    perm = np.random.default_rng(0).permutation(len(args[0]))
+    shuffled = KernelSpec(*(a[perm] for a in args))
+    assert grouped.runs is not None and shuffled.runs is None
+    for a in range(0, 88, 8):
+        times = np.arange(a, a + 8, dtype=np.int64) * ST
+        tape.sync(a + 8)
+        v1, p1 = window_kernel(tape, grouped, times, 0, ST)
+        v2, p2 = window_kernel(tape, shuffled, times, 0, ST)
+        assert np.array_equal(p1[perm], p2)
+        assert v1[perm].tobytes() == v2.tobytes()   # every cell, present or not
+
+
+def test_each_function_on_its_own_rows_equals_the_function_alone():
+    # a spec mixing every function: each row's values and presence, cell for cell, equal those of a spec holding
+    # that function's rows only (the non-extrapolated functions are computed on their own rows)
+    store = _store(6, 10, 80)
+    fam = store.families("c_total")[0]
+    tape = Tape(store)
+    slots = tape.slots([(fam, r) for r in range(10)])
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, len(CODES), size=60)
+    sl, rng_ms, off = np.tile(slots, 6), rng.choice([120_000, 300_000, 900_000], 60), rng.choice([0, 60_000], 60)
+    mixed = KernelSpec(sl, rng_ms, off, codes)
+    tape.sync(80)
+    times = np.arange(70, 78, dtype=np.int64) * ST
+    v, p = window_kernel(tape, mixed, times, 0, ST)
+    for c in range(len(CODES)):
+        rows = np.flatnonzero(codes == c)
+        if not len(rows):
+            continue
+        v1, p1 = window_kernel(tape, KernelSpec(sl[rows], rng_ms[rows], off[rows], codes[rows]), times, 0, ST)
+        assert np.array_equal(p[rows], p1), c
+        assert v[rows].tobytes() == v1.tobytes(), c

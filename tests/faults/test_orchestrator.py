@@ -151,3 +151,24 @@ def test_conflict_keys_are_made_once_per_fault_and_equal_the_faults_own():
         assert orch._conflict_keys(f) is orch._conflict_keys(f)   # made once
     copy = faults[0].model_copy()
     assert orch._conflict_keys(copy) == orch._conflict_keys(faults[0])   # another object: its own entry
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_catalogue_index_kept_per_app_equals_a_fresh_one(app, monkeypatch):
+    # schedules index the catalogue once per app (the faults that are not noise, by category, their conflict keys
+    # and minimum durations): the same schedules as an index built afresh for every call
+    import faults.orchestrator as orch
+
+    kept = [build_schedule(app, s, injection_s=1200, observation_s=480) for s in range(6)]
+    entry = [v for k, v in orch._POOL_PARTS.items() if k[0] == app]
+    assert len(entry) == 1 and entry[0][2][0]                       # one entry for the app, a non-empty pool
+    assert orch._pool_parts(app, load_catalogue(app)) is entry[0][2]   # a new list of the same faults finds it
+    monkeypatch.setattr(orch, "_pool_parts", lambda app, faults: None)
+    fresh = [build_schedule(app, s, injection_s=1200, observation_s=480) for s in range(6)]
+    assert [s.canonical_json() for s in kept] == [s.canonical_json() for s in fresh]
+    # another fault list (a subset) gets its own index, never the catalogue's
+    monkeypatch.undo()
+    sub = [f for f in load_catalogue(app) if f.category != "code"]
+    assert orch._pool_parts(app, sub) is not entry[0][2]
+    assert all(f.category != "code" for f in orch._pool_parts(app, sub)[0])
+    assert len(orch._POOL_PARTS) <= orch.POOL_PARTS_MAX

@@ -1,6 +1,6 @@
-"""The RL view's per-deployment feature cache never changes an observation: at every step of an
-episode with interventions (rollbacks, scales, restarts... chosen from the mask), the observation
-and mask equal those recomputed with empty caches."""
+"""The RL view's caches never change an observation: at every step of an episode with interventions
+(rollbacks, scales, restarts... chosen from the mask), the observation and mask equal those recomputed
+with empty caches (see also test_rl_fast_observation.py: against the from-scratch definition)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ def test_cached_observation_equals_fresh_each_step():
     obs, _ = env.reset(seed=2)
     k, acted, hits = 0, 0, 0
     while True:
-        cached = env._dep_cache
-        hits += len(cached)
-        env._dep_cache, env._fam_of = {}, {}
+        ep = env._ep
+        hits += ep is not None and ep.dep_keys is not None and len(ep.alert_info) > 0
+        env._ep, env._fam_of = None, {}
         fresh = env._observe()
         assert np.array_equal(obs["observations"], fresh["observations"], equal_nan=True)
         assert np.array_equal(obs["action_mask"], fresh["action_mask"])

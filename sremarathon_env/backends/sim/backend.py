@@ -582,7 +582,7 @@ class SimBackend:
             _, svc_rate, edge_rate = self.tm.rates(task_rate, edges=len(self._lag) > 0)
             svc = lay[1]
             ready = self.pod_ready_eff[sl]
-            per_pod_rate = np.where(ready, svc_rate[:, svc] / np.maximum(self.ready_count[svc], 1.0), 0.0)
+            per_pod_rate = np.where(ready, svc_rate.take(svc, axis=1) / np.maximum(self.ready_count[svc], 1.0), 0.0)
             mem = running * self._mem_mi(k0, K, sl, lay, per_pod_rate)
         over = running & (mem > lay[5])
         cut = K
@@ -823,7 +823,7 @@ class SimBackend:
         _, order, starts, present = self._mem_layout
         out = np.zeros((mem.shape[0], self.m.S))
         if len(order):
-            ratio = np.where(running, mem / self._layout_arrays(sl)[5], np.nan)[:, order]
+            ratio = np.where(running, mem / self._layout_arrays(sl)[5], np.nan).take(order, axis=1)
             red = np.fmax.reduceat(ratio, starts, axis=1)
             out[:, present] = np.where(np.isnan(red), 0.0, red)
         return out

@@ -78,16 +78,16 @@ def traffic_increments(me: np.ndarray, src_mask: np.ndarray, out, uh: np.ndarray
     K = out.edge_rate.shape[0]
     nm = len(me)
     # request counters by code
-    rate = out.edge_rate[:, me]
-    unreach = out.edge_unreach[:, me]
-    uh_e = uh[..., me]
-    app = out.edge_app[:, me]
-    reached = out.edge_reached[:, me]
+    rate = out.edge_rate.take(me, axis=1)
+    unreach = out.edge_unreach.take(me, axis=1)
+    uh_e = uh.take(me, axis=-1)
+    app = out.edge_app.take(me, axis=1)
+    reached = out.edge_reached.take(me, axis=1)
     inc = np.empty((K, nm, len(CODE_COLS)))   # the 7 code columns written in place (np.stack's floats)
-    np.subtract(rate, out.edge_fail[:, me], out=inc[..., 0])
+    np.subtract(rate, out.edge_fail.take(me, axis=1), out=inc[..., 0])
     np.multiply(unreach, uh_e, out=inc[..., 1])
     np.multiply(unreach, 1.0 - uh_e, out=inc[..., 2])
-    inc[..., 3] = out.edge_timeout[:, me]
+    inc[..., 3] = out.edge_timeout.take(me, axis=1)
     inc[..., 4] = app
     np.subtract(reached, app, out=inc[..., 5])
     inc[..., 6] = app
@@ -95,9 +95,9 @@ def traffic_increments(me: np.ndarray, src_mask: np.ndarray, out, uh: np.ndarray
     inc *= dt
     # duration histograms (source view: every call incl. network; destination: calls that arrived)
     lat = np.empty((K, nm, 2))
-    lat[..., 0] = out.edge_lat_src[:, me]
-    lat[..., 1] = out.edge_lat_dst[:, me]
-    sig = np.repeat(out.edge_sigma[:, me], 2, axis=1).reshape(K, nm, 2)
+    lat[..., 0] = out.edge_lat_src.take(me, axis=1)
+    lat[..., 1] = out.edge_lat_dst.take(me, axis=1)
+    sig = np.repeat(out.edge_sigma.take(me, axis=1), 2, axis=1).reshape(K, nm, 2)
     n = np.empty((K, nm, 2))
     n[..., 0] = rate
     n[..., 1] = reached
@@ -266,7 +266,7 @@ class MetricWriter:
                     late.append((a, np.flatnonzero(new.reshape(-1))))
         if enabled:
             self._rebuild_req()
-        self.req._data[self.req_rows, cols] = cum.reshape(K, -1)[:, self.req_flat].T
+        self.req._data[self.req_rows, cols] = cum.reshape(K, -1).take(self.req_flat, axis=1).T
         for a, flat in late:   # not written before their run (new rows: NaN, as unwritten cells are)
             self.req._data[self.req_rows[np.isin(self.req_flat, flat)], k0:k0 + a] = np.nan
         h = seqsum(self.h_cum, incs.bucket)

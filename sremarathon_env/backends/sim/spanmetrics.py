@@ -114,9 +114,10 @@ class SpanMetricsWriter:
         inc = np.empty((K, len(self.cum)))
         # a producer records every publish attempt, failed ones included (broker unreachable: an error); a
         # consumer only the messages it got (while it has no ready pod, messages wait: lag, no spans)
-        calls = np.where(cons, out.edge_reached[:, e], out.edge_rate[:, e])
+        calls = np.where(cons, out.edge_reached.take(e, axis=1), out.edge_rate.take(e, axis=1))
         calls *= dt
-        errs = np.where(cons, out.edge_fail[:, e] - out.edge_unreach[:, e], out.edge_fail[:, e])
+        fail = out.edge_fail.take(e, axis=1)
+        errs = np.where(cons, fail - out.edge_unreach.take(e, axis=1), fail)
         errs *= dt
         np.clip(errs, 0.0, calls, out=errs)
         np.subtract(calls, errs, out=inc[:, :n])
@@ -124,8 +125,8 @@ class SpanMetricsWriter:
         # durations: a consumer span is the message's processing incl. its own calls and network (the edge's
         # source view); a producer span is the publish alone (the hop's own part: the edge's latency in the
         # twin also holds the asynchronous consumption behind the broker)
-        lat = np.where(cons, out.edge_lat_src[:, e], out.edge_own_lat[:, e])
-        cdf = bucket_cdf(lat.reshape(-1), out.edge_sigma[:, e].reshape(-1)).reshape(K, n, -1)
+        lat = np.where(cons, out.edge_lat_src.take(e, axis=1), out.edge_own_lat.take(e, axis=1))
+        cdf = bucket_cdf(lat.reshape(-1), out.edge_sigma.take(e, axis=1).reshape(-1)).reshape(K, n, -1)
         hb = inc[:, b0:s0].reshape(K, n, len(LE_LABELS))
         np.multiply(cdf, calls[..., None], out=hb[..., :-1])
         hb[..., -1] = calls

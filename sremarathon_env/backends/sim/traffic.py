@@ -94,7 +94,8 @@ class TickOutputs:
 
 
 class _Groups:
-    """Column sums by group without BLAS: ``sum(X)[:, g] = sum of X[:, j] for j in group g``."""
+    """Column sums by group without BLAS: ``sum(X)[:, g] = sum of X[:, j] for j in group g``. (Gathers along
+    the last axis use ``take``: the values ``X[..., order]`` has, without the fancy-indexing machinery.)"""
 
     def __init__(self, group_of: np.ndarray, n_groups: int, weight: np.ndarray | None = None):
         order = np.argsort(group_of, kind="stable")
@@ -108,17 +109,27 @@ class _Groups:
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
         if self.full:
-            cols = X[..., self.order]
+            cols = X.take(self.order, axis=-1)
             if self.weight is not None:
                 cols = cols * self.weight
             return np.add.reduceat(cols, self.starts, axis=-1)
         out = np.zeros(X.shape[:-1] + (self.n,))
         if len(self.order):
-            cols = X[..., self.order]
+            cols = X.take(self.order, axis=-1)
             if self.weight is not None:
                 cols = cols * self.weight
             out[..., self.present] = np.add.reduceat(cols, self.starts, axis=-1)
         return out
+
+
+def add_children(LL: np.ndarray, idx: np.ndarray, W: np.ndarray, starts: np.ndarray, parents: np.ndarray) -> None:
+    """``LL[:, :, parents] += np.add.reduceat(LL[:, :, idx] * W, starts, axis=2)`` (distinct parents), the
+    same floats: the children's weighted sums are added to the parents' values as ``r + LL[parents]``, the
+    one IEEE addition ``LL[parents] + r`` is (commutative), gathered with ``take`` (cheaper than ``+=``
+    through fancy indexing, which gathers, adds and scatters the parents)."""
+    r = np.add.reduceat(np.multiply(LL.take(idx, axis=2), W), starts, axis=2)
+    r += LL.take(parents, axis=2)
+    LL[:, :, parents] = r
 
 
 class TrafficModel:
@@ -190,7 +201,7 @@ class TrafficModel:
         depend on the inputs (the same floats as `step` gives for them); ``edges=False``: no edge rates
         (None)."""
         m = self.m
-        node_rate = np.atleast_2d(task_rate)[:, m.node_path] * m.node_mult
+        node_rate = np.atleast_2d(task_rate).take(m.node_path, axis=1) * m.node_mult
         return node_rate, self._svc(node_rate), self._edge(node_rate[:, None, :])[:, 0] if edges else None
 
     def step(self, task_rate: np.ndarray, inp: TickInputs) -> TickOutputs:
@@ -202,28 +213,28 @@ class TrafficModel:
         if task_rate.ndim < 2:
             task_rate = np.atleast_2d(task_rate)
         K = task_rate.shape[0]
-        node_rate = task_rate[:, m.node_path] * m.node_mult
+        node_rate = task_rate.take(m.node_path, axis=1) * m.node_mult
         svc_rate = self._svc(node_rate)
         demand = svc_rate * self._cpu_s + inp.burn
         rho = np.where(inp._has_cap, demand / inp._cap, np.inf)
         q = np.where(rho < 0.95, 1.0 / (1.0 - np.minimum(rho, 0.95)), 20.0 * np.minimum(rho, 50.0))
         rho1 = np.minimum(rho, 1.0)
-        sigma = (BASE_SIGMA + 0.4 * rho1 * rho1)[:, m.node_svc]
+        sigma = (BASE_SIGMA + 0.4 * rho1 * rho1).take(m.node_svc, axis=1)
         LL = np.empty((2, K, m.N))          # [0]: latency, [1]: log of the success share
         lat, logs_ = LL[0], LL[1]
-        np.add(inp._x_fixed, q[:, m.node_svc] * inp._x_q, out=lat)
+        np.add(inp._x_fixed, q.take(m.node_svc, axis=1) * inp._x_q, out=lat)
         logs_[...] = inp._log_reach_app
         shed_any = rho > 1.0
         if shed_any.any():
             shed = np.where(shed_any, 1.0 - 1.0 / np.maximum(rho, 1.0), 0.0)
-            logs_ += np.log(np.maximum(1.0 - shed[:, m.node_svc], EPS))
+            logs_ += np.log(np.maximum(1.0 - shed.take(m.node_svc, axis=1), EPS))
         timeout = np.zeros((K, m.N))
         lat_own = lat.copy()
         reach = inp._reach
         for idx, dl, dl_k, dl_K, W, starts, parents in self._levels:
             if len(dl):
-                mean = lat[:, dl]
-                s = sigma[:, dl]
+                mean = lat.take(dl, axis=1)
+                s = sigma.take(dl, axis=1)
                 mu = np.log(np.maximum(mean, EPS)) - 0.5 * s * s
                 # both CDFs in one elementwise pass (the same floats as two calls)
                 both = norm_cdf(np.concatenate([(mu - dl_k) / s, (mu + s * s - dl_k) / s], axis=1))
@@ -231,14 +242,17 @@ class TrafficModel:
                 p_over = both[:, :nd]
                 overshoot = mean * both[:, nd:] - dl_K * p_over
                 lat[:, dl] = mean - np.maximum(overshoot, 0.0)
-                t_dl = p_over * reach[..., dl]   # (N,) inputs, or (K, N) per-tick inputs
+                t_dl = p_over * reach.take(dl, axis=-1)   # (N,) inputs, or (K, N) per-tick inputs
                 timeout[:, dl] = t_dl
-                logs_[:, dl] += np.log(np.maximum(1.0 - t_dl, EPS))
-            LL[:, :, parents] += np.add.reduceat(LL[:, :, idx] * W, starts, axis=2)
+                # logs_[:, dl] += log(...), as log(...) + logs_[:, dl] (the one commutative addition)
+                lg = np.log(np.maximum(1.0 - t_dl, EPS))
+                lg += logs_.take(dl, axis=1)
+                logs_[:, dl] = lg
+            add_children(LL, idx, W, starts, parents)
         fail = 1.0 - np.exp(logs_)
         own_fail = 1.0 - np.exp(inp._log_reach_app + np.log(np.maximum(1.0 - timeout, EPS)))
         P = m.P
-        deg_ok = np.exp(self._deg(np.log(np.maximum(1.0 - fail[:, self._deg_nodes], EPS))))
+        deg_ok = np.exp(self._deg(np.log(np.maximum(1.0 - fail.take(self._deg_nodes, axis=1), EPS))))
         path_fail = fail[:, :P]
         path_degraded = (1.0 - path_fail) * (1.0 - deg_ok)
         per_req = lat[:, :P] / self._root_rpt

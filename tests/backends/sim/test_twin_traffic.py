@@ -5,6 +5,8 @@ import pytest
 
 from apps import load_app, parse_app
 from sremarathon_env.backends.sim import SimBackend
+from sremarathon_env.backends.sim.model import CompiledApp
+from sremarathon_env.backends.sim.traffic import TrafficModel, add_children
 
 
 @pytest.mark.parametrize("name", ["online-boutique", "train-ticket", "astronomy-shop"])
@@ -101,3 +103,74 @@ def test_rates_are_steps_rates_and_edge_rates_can_be_left_out():
     assert np.array_equal(edge, out.edge_rate)
     node2, svc2, none = tm.rates(task, edges=False)
     assert none is None and np.array_equal(node2, node) and np.array_equal(svc2, svc)
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket", "astronomy-shop"])
+def test_add_children_equals_the_fancy_index_update(app):
+    """`add_children` against ``LL[:, :, parents] += reduceat(...)`` bit for bit, on every level of the app's
+    call trees, for one and several ticks, with values of every magnitude and sign (and +-0, inf)."""
+    m = CompiledApp(load_app(app))
+    tm = TrafficModel(m)
+    rng = np.random.default_rng(7)
+    for K in (1, 2, 5):
+        LL = rng.standard_normal((2, K, m.N)) * 10.0 ** rng.integers(-300, 300, size=(2, K, m.N))
+        LL.flat[::17] = 0.0
+        LL.flat[5::23] = -0.0
+        LL.flat[3::97] = np.inf
+        want, got = LL.copy(), LL.copy()
+        for idx, dl, dl_k, dl_K, W, starts, parents in tm._levels:
+            assert len(np.unique(parents)) == len(parents)
+            want[:, :, parents] += np.add.reduceat(want[:, :, idx] * W, starts, axis=2)
+            add_children(got, idx, W, starts, parents)
+            assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket"])
+def test_group_sums_gather_as_fancy_indexing_does(app):
+    """`_Groups` gathers its columns with ``take``: the floats of ``X[..., order]`` (with weights and groups
+    without members)."""
+    from sremarathon_env.backends.sim.traffic import _Groups
+
+    m = CompiledApp(load_app(app))
+    tm = TrafficModel(m)
+    X = np.random.default_rng(3).standard_normal((3, 10, m.N))
+    for g in (tm._svc, tm._edge, tm._deg, _Groups(m.node_svc[: m.N // 2], m.S + 3)):
+        Y = X[..., : len(g.order)] if len(g.order) < m.N else X
+        cols = Y[..., g.order]
+        if g.weight is not None:
+            cols = cols * g.weight
+        want = np.zeros(Y.shape[:-1] + (g.n,))
+        if len(g.order):
+            want[..., g.present] = np.add.reduceat(cols, g.starts, axis=-1)
+        assert np.array_equal(g(Y).view(np.int64), want.view(np.int64))
+
+
+def test_norm_cdf_in_place_equals_its_definition():
+    """`norm_cdf` (in place) against `norm_cdf_plain`, bit for bit: every magnitude and sign, +-0, +-inf, NaN,
+    subnormals; 1-D and 3-D, float and integer input."""
+    from sremarathon_env.backends.sim.util import norm_cdf, norm_cdf_plain
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(20000) * 10.0 ** rng.integers(-320, 308, 20000)
+    x = np.concatenate([x, rng.standard_normal(2000), [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -5e-324]])
+    with np.errstate(all="ignore"):
+        for arr in (x, x[:2040].reshape(4, 30, 17), np.arange(-40, 40)):
+            got, want = norm_cdf(arr), norm_cdf_plain(arr)
+            assert got.shape == want.shape and got.dtype == want.dtype == np.float64
+            assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def test_seqsum_row_by_row_equals_the_cumulative_sum():
+    """`seqsum` (row by row for few ticks or wide rows) against `seqsum_plain` (cumsum), bit for bit: one to
+    70 ticks, rows of 1 to 5000 values in 1-3 dimensions, values of every magnitude, broadcast increments."""
+    from sremarathon_env.backends.sim.util import SEQSUM_ROWS, SEQSUM_WIDTH, seqsum, seqsum_plain
+
+    rng = np.random.default_rng(2)
+    for K in (1, 2, 3, SEQSUM_ROWS, SEQSUM_ROWS + 1, 17, 70):
+        for shape in ((1,), (SEQSUM_WIDTH - 1,), (SEQSUM_WIDTH,), (5000,), (13, 2, 14), (40, 7)):
+            start = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 8, size=shape)
+            inc = rng.standard_normal((K,) + shape) * 10.0 ** rng.integers(-8, 8, size=(K,) + shape)
+            for i in (inc, np.broadcast_to(inc[0], inc.shape)):
+                got, want = seqsum(start, i), seqsum_plain(start, i)
+                assert got.shape == want.shape == i.shape and got.dtype == want.dtype
+                assert np.array_equal(got.view(np.int64), want.view(np.int64))

@@ -1,0 +1,126 @@
+"""`AlertEngine._step_rule` against its definition: Prometheus's alert states written out tick by tick and label set
+by label set (`_Reference`, independent of the engine's batching and fast paths), on random result streams."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sremarathon_env.alerts import AlertEngine, load_rule_pack
+from sremarathon_env.alerts.state import AlertTransition, _Alert, fingerprint
+from sremarathon_env.alerts.values import Vec
+from sremarathon_env.telemetry.store import MetricStore
+
+
+class _Reference:
+    """Prometheus's alerting semantics for one engine's rules, written from the definition, tick by tick and label set
+    by label set (no batching, no fast paths): a label set present at a tick is pending from its first present tick
+    (with that tick's value), firing once it has been active for the rule's ``for`` duration, and when absent at a tick
+    it goes inactive (``resolved`` if it was firing). Transitions of one tick come in fingerprint order. A label set
+    given by several rows (which PromQL itself never returns) reads the last row present at some tick of the call."""
+
+    def __init__(self):
+        self.alerts: dict[tuple, dict] = {}   # (rule index, fingerprint) -> the alert's observable state
+
+    def step(self, ri: int, rule, vec: Vec, times: np.ndarray) -> list[tuple]:
+        rows: dict[str, tuple[int, dict]] = {}
+        for r, key_lb in enumerate(vec.labels):
+            if vec.p[r].any():
+                lb = {k: v for k, v in key_lb if k != "__name__"}
+                lb.update(dict(rule.labels))
+                lb["alertname"] = rule.name
+                rows[fingerprint(lb)] = (r, lb)
+        live = {fp for (i, fp), a in self.alerts.items() if i == ri and a["state"] != "inactive"}
+        out = []
+        for k, t in enumerate(times.tolist()):
+            for fp in sorted(live | set(rows)):
+                a = self.alerts.get((ri, fp))
+                r = rows.get(fp)
+                if r is not None and vec.p[r[0], k]:
+                    v = float(vec.v[r[0], k])
+                    if a is None or a["state"] == "inactive":
+                        if a is None:
+                            a = self.alerts[(ri, fp)] = {"labels": r[1], "episodes": 0, "first_firing_ms": None,
+                                                         "resolved_ms": None}
+                        a.update(state="pending", active_at_ms=t, episodes=a["episodes"] + 1)
+                        out.append((t / 1000, rule.name, sorted(a["labels"].items()), fp, "pending", _bits(v)))
+                    a["value"] = v
+                    if a["state"] == "pending" and t - a["active_at_ms"] >= rule.for_ms:
+                        a["state"] = "firing"
+                        if a["first_firing_ms"] is None:
+                            a["first_firing_ms"] = t
+                        out.append((t / 1000, rule.name, sorted(a["labels"].items()), fp, "firing", _bits(v)))
+                elif a is not None and a["state"] != "inactive":
+                    state = "resolved" if a["state"] == "firing" else "inactive"
+                    if state == "resolved":
+                        a["resolved_ms"] = t
+                    a["state"] = "inactive"
+                    out.append((t / 1000, rule.name, sorted(a["labels"].items()), fp, state, _bits(a["value"])))
+        return out
+
+
+def _bits(x: float) -> tuple:
+    return (math.copysign(1.0, x), x) if x == x else ("nan",)
+
+
+def _transition(tr: AlertTransition) -> tuple:
+    return (tr.t, tr.alertname, sorted(tr.labels.items()), tr.fingerprint, tr.state, _bits(tr.value))
+
+
+def _observable(eng: AlertEngine) -> dict:
+    return {k: (a.state, a.active_at_ms, a.first_firing_ms, a.resolved_ms, a.episodes, _bits(a.value), a.labels)
+            for k, a in eng._history.items()}
+
+
+def _reference_observable(ref: _Reference) -> dict:
+    return {k: (a["state"], a["active_at_ms"], a["first_firing_ms"], a["resolved_ms"], a["episodes"], _bits(a["value"]),
+                a["labels"]) for k, a in ref.alerts.items()}
+
+
+@pytest.mark.parametrize("steady", [True, False])
+@pytest.mark.parametrize("seed", range(6))
+def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
+    rng = np.random.default_rng(seed)
+    pack = load_rule_pack()
+    store = MetricStore(step_s=15.0)
+    # rules with and without a ``for`` duration (pending then firing; firing at once)
+    picks = [next(i for i, r in enumerate(pack.rules) if r.for_ms >= 120_000),
+             next(i for i, r in enumerate(pack.rules) if r.for_ms == 0) if any(r.for_ms == 0 for r in pack.rules)
+             else next(i for i, r in enumerate(pack.rules) if 0 < r.for_ms < 120_000)]
+    fast, ref = AlertEngine(pack, store), _Reference()
+    fast.steady_fast_path = steady   # with and without the fast path of steady alerts
+    pool = [(("__name__", "m"), ("pod", f"p{i}"), ("service", f"s{i % 3}")) for i in range(7)]
+    tick = 0
+    seen = set()
+    values = [0.0, -0.0, 1.5, 2.0, float("nan"), 7.25]
+    for step in range(60):
+        T = int(rng.integers(1, 9))
+        times = fast.interval_ms * np.arange(tick, tick + T, dtype=np.int64)
+        tick += T
+        out, expected = [], []
+        for ri in picks:
+            rule = pack.rules[ri]
+            n = int(rng.integers(0, 6))
+            rows = [pool[int(i)] for i in rng.integers(0, len(pool), size=n)]   # a label set may repeat
+            mode = rng.random()
+            if mode < 0.4:   # steady: present at every tick, the values move now and then
+                p = np.ones((n, T), bool)
+            elif mode < 0.5:
+                p = np.zeros((n, T), bool)
+            else:            # flapping
+                p = rng.random((n, T)) < 0.6
+            v = np.array(values)[rng.integers(0, len(values), size=(n, T))] if rng.random() < 0.5 \
+                else np.full((n, T), float(rng.integers(0, 3)))
+            vec = Vec(rows, v, p)
+            if fast._n_active[ri] or (vec.labels and vec.p.any()):   # as evaluate_until does
+                fast._step_rule(ri, rule, vec, times, out)
+            expected += [(t, ri, tr) for t, ri, tr in ((tr[0], ri, tr) for tr in ref.step(ri, rule, vec, times))]
+        out.sort(key=lambda x: (x[0], x[1], x[2]))
+        expected.sort(key=lambda x: (x[0], x[1]))   # stable: a tick's transitions of one rule stay in order
+        assert [_transition(tr) for *_, tr in out] == [tr for *_, tr in expected], step
+        seen |= {tr.state for *_, tr in out}
+        assert _observable(fast) == _reference_observable(ref), step
+    assert fast._history and any(a.episodes > 1 for a in fast._history.values())
+    assert seen >= {"pending", "firing", "resolved", "inactive"}   # every transition happened

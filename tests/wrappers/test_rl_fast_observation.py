@@ -1,0 +1,102 @@
+"""`RLView._observe` (alert families as arrays, per-deployment features kept per spec generation, vectorised
+service rows and mask) equals the observation and mask computed from scratch (`rl_reference.observe_reference`)
+bit for bit, and `RLView._firing` (the fingerprints ``calls_for`` cites) its definition, at every step of whole
+episodes with random masked actions, for every app."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import sremarathon_env  # noqa: F401
+from sremarathon_env.registration import IDS
+from wrappers.rl import SERVICE_KINDS, RLView
+
+from tests.wrappers.rl_reference import firing_reference, observe_reference
+
+K = len(SERVICE_KINDS)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return (a["observations"].dtype == b["observations"].dtype and a["action_mask"].dtype == b["action_mask"].dtype
+            and a["observations"].tobytes() == b["observations"].tobytes()
+            and a["action_mask"].tobytes() == b["action_mask"].tobytes())
+
+
+def _run(app: str, seeds: list[int], prefer_act: float) -> dict[str, int]:
+    """Episodes of ``app`` (the RLlib factory's settings); the observation after reset and after every step
+    compared with the reference. Returns how often each service mask kind, a flag/node/zone action and an
+    alert-less (global) family were seen."""
+    env = RLView(gym.make(IDS[app], injection_s=1200, observation_s=480, reference_run=False))
+    rng = np.random.default_rng(len(app))
+    seen = {k: 0 for k in SERVICE_KINDS} | {"other": 0, "global": 0, "steps": 0}
+    n_svc = len(env.services)
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        while True:
+            ref = observe_reference(env)
+            assert _same(obs, ref), (app, seed, seen["steps"],
+                                     np.flatnonzero(obs["observations"] != ref["observations"]).tolist(),
+                                     np.flatnonzero(obs["action_mask"] != ref["action_mask"]).tolist())
+            cv = env._episode(env.unwrapped.marathon.backend).cv
+            assert all(cv.summary(s) == cv._summary_plain(s) for s in env.services), (app, seed)
+            per = env._firing()[0]   # what calls_for cites
+            assert per == firing_reference(env) and list(per) == list(firing_reference(env)), (app, seed)
+            mask = obs["action_mask"]
+            M = mask[1:1 + n_svc * K].reshape(n_svc, K)
+            for k, name in enumerate(SERVICE_KINDS):
+                seen[name] += int(M[:, k].sum())
+            seen["other"] += int(mask[1 + 64 * K:].sum())
+            seen["global"] += int((obs["observations"][44:56] > 0).any())
+            valid = np.flatnonzero(mask)
+            a = int(rng.choice(valid[1:])) if len(valid) > 1 and rng.random() < prefer_act else 0
+            obs, _, term, trunc, _ = env.step(a)
+            seen["steps"] += 1
+            if term or trunc:
+                ref = observe_reference(env)
+                assert _same(obs, ref), (app, seed, "final")
+                break
+    return seen
+
+
+@pytest.mark.parametrize("app,seeds,kinds", [
+    ("online-boutique", [1, 2, 3], SERVICE_KINDS),
+    ("train-ticket", [1, 2], ("restart", "restart_edge", "rollback", "revert_patch", "scale_restore", "scale_out")),
+    ("astronomy-shop", [1, 2, 3], ("restart", "restart_edge", "rollback", "revert_patch", "scale_restore",
+                                   "scale_out", "restore_memory", "restore_config"))])
+def test_observation_equals_reference_over_episodes(app, seeds, kinds):
+    seen = _run(app, seeds, prefer_act=0.8)
+    # the comparison covered states where each mask kind's precondition holds, flag/node/zone actions and
+    # alerts naming no service
+    for kind in kinds + ("other", "global"):
+        assert seen[kind] > 0, (kind, seen)
+
+
+def test_service_rows_equal_services_in_labels():
+    """`RLView._service_rows` (prefix look-ups) against `services_in_labels` (the tools' definition): the label
+    sets of whole episodes' alerts and made-up ones (nested service-name prefixes, unknown names, non-strings)."""
+    from sremarathon_env.tools.policy import SERVICE_LABELS, services_in_labels
+    from wrappers.rl import _active_alerts
+
+    for app in sorted(IDS):
+        env = RLView(gym.make(IDS[app], injection_s=1200, observation_s=480, reference_run=False))
+        env.reset(seed=3)
+        svcs = env.services
+        labelsets = []
+        for _ in range(6):
+            env.step(0)
+            labelsets += [labels for *_, labels in _active_alerts(env.unwrapped.marathon.alert_engine)]
+        rng = np.random.default_rng(5)
+        for _ in range(300):
+            lab = {}
+            for k in rng.choice(SERVICE_LABELS + ("pod", "other"), size=rng.integers(0, 4), replace=False):
+                s = svcs[rng.integers(len(svcs))]
+                lab[str(k)] = rng.choice([s, s + "-x", s[:-1], "nope", 7, None, ""])
+            if rng.random() < 0.7:
+                a, b = svcs[rng.integers(len(svcs))], svcs[rng.integers(len(svcs))]
+                lab["pod"] = rng.choice([f"{a}-{b}-5f6d-abc12", f"{a}-7c9-q", a, f"{a}--", f"-{a}-", f"{a}{b}-1"])
+            labelsets.append(lab)
+        assert len(labelsets) > 300
+        for lab in labelsets:
+            assert [svcs[i] for i in env._service_rows(lab)] == services_in_labels(env.app, lab), lab
