@@ -61,7 +61,7 @@ def _run(app: str, seeds: list[int], prefer_act: float) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("app,seeds,kinds", [
-    ("online-boutique", [1, 2, 3], SERVICE_KINDS),
+    ("online-boutique", [1, 2, 3, 9], SERVICE_KINDS),   # seed 9: a CPU-limit fault early enough for restore_cpu
     ("train-ticket", [1, 2], ("restart", "restart_edge", "rollback", "revert_patch", "scale_restore", "scale_out")),
     ("astronomy-shop", [1, 2, 3], ("restart", "restart_edge", "rollback", "revert_patch", "scale_restore",
                                    "scale_out", "restore_memory", "restore_config"))])
