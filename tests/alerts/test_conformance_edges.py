@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from faults.effects import Effect
-from sremarathon_env.alerts import AlertEngine
-from sremarathon_env.alerts.conformance import classify_expr_failures, promtool_path, run_promtool, write_test_file
+from sremarathon_env.alerts.conformance import promtool_path
 
-from .twin import promtool_setup
+from .twin import promtool_check_rules
 
 pytestmark = [pytest.mark.promtool, pytest.mark.slow,
               pytest.mark.skipif(promtool_path() is None, reason="promtool not installed (Debian package 'prometheus')")]
@@ -43,31 +42,9 @@ def _run():
 
 
 def test_failing_edge_rule_agrees_with_promtool(tmp_path):
-    sim = _run()
-    store = sim.store
-    pack, rules_path, test_pack, eng, batch = promtool_setup(store, tmp_path)
-    mine = [r for r in pack.rules if r.name in RULES]
-    assert sorted(r.name for r in mine) == sorted(RULES)
-    for rule in mine:
-        for t in EXPR_TIMES:
-            batch.add_expr(rule.expr, t, eng.instant(rule.expr, t))
-    alerts = AlertEngine(test_pack, store)
-    fired = set()
-    for t in ALERT_TIMES:
-        alerts.evaluate_until(t)
-        firing = alerts.firing()
-        for name in RULES:
-            got = [(a["labels"], a["annotations"]) for a in firing if a["alertname"] == name]
-            fired |= {(name, labels["service"], labels.get("destination_workload")) for labels, _ in got}
-            batch.add_alerts(name, t, got)
+    fired = {(name, labels["service"], labels.get("destination_workload"))
+             for name, _, labels in promtool_check_rules(_run().store, tmp_path, RULES, EXPR_TIMES, ALERT_TIMES)}
     edges = {(s, d) for n, s, d in fired if n == "ServiceCallErrorsHigh"}
     assert {("ts-preserve-service", "ts-food-service"), ("ts-preserve-service", "ts-assurance-service")} <= edges
     assert not {d for _, d in edges} & {"ts-station-service"}   # no edge alert where the callee-wide one fires
     assert ("ServiceCallFailuresHigh", "ts-station-service", "ts-station-service") in fired
-    assert batch.n_cases >= 40
-    path = tmp_path / "edges.yml"
-    write_test_file(path, batch, [rules_path.name])
-    report = run_promtool(path, batch.n_cases, timeout_s=300)
-    reorder, real = classify_expr_failures(report.output)
-    alert_fail = [f for f in report.failures if f.strip().startswith("alertname")]
-    assert not real and not alert_fail, report.output[-6000:]
