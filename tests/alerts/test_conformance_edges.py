@@ -43,7 +43,7 @@ def _run():
 
 def test_failing_edge_rule_agrees_with_promtool(tmp_path):
     fired = {(name, labels["service"], labels.get("destination_workload"))
-             for name, _, labels in promtool_check_rules(_run().store, tmp_path, RULES, EXPR_TIMES, ALERT_TIMES)}
+             for name, _, labels in promtool_check_rules(_run().store, tmp_path, RULES, EXPR_TIMES, ALERT_TIMES).fired}
     edges = {(s, d) for n, s, d in fired if n == "ServiceCallErrorsHigh"}
     assert {("ts-preserve-service", "ts-food-service"), ("ts-preserve-service", "ts-assurance-service")} <= edges
     assert not {d for _, d in edges} & {"ts-station-service"}   # no edge alert where the callee-wide one fires

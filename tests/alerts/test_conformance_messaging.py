@@ -41,7 +41,7 @@ def _run():
 
 def test_messaging_rules_agree_with_promtool(tmp_path):
     fired = {(name, labels["service"], labels["span_kind"])
-             for name, _, labels in promtool_check_rules(_run().store, tmp_path, RULES, EXPR_TIMES, ALERT_TIMES)}
+             for name, _, labels in promtool_check_rules(_run().store, tmp_path, RULES, EXPR_TIMES, ALERT_TIMES).fired}
     # each rule fires for the service the fault is on, and only there
     assert fired == {("MessagingSpanErrorsHigh", "accounting", "SPAN_KIND_CONSUMER"),
                      ("MessagingSpanLatencyHigh", "fraud-detection", "SPAN_KIND_CONSUMER"),

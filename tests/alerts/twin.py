@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from types import SimpleNamespace
 
 from faults.effects import Effect
 
@@ -54,18 +55,20 @@ def promtool_setup(store, tmp_path):
     return pack, rules_path, test_pack, eng, batch
 
 
-def promtool_check_rules(store, tmp_path, names, expr_times, alert_times, min_cases: int = 40) -> list[tuple]:
+def promtool_check_rules(store, tmp_path, names, expr_times, alert_times, min_cases: int = 40,
+                         timeout_s: int = 300) -> SimpleNamespace:
     """Check the rules ``names`` of the pack over ``store`` with promtool: our engine's value of each rule's
     expression at ``expr_times`` (``promql_expr_test``) and the firing alerts at ``alert_times``
     (``alert_rule_test``) are written as expected results, and promtool must agree (differences in the order of
-    float additions aside, see ``classify_expr_failures``). Returns ``(rule name, time, labels)`` of every firing
-    alert checked, for the test's own claims about what fired."""
+    float additions aside, see ``classify_expr_failures``). Returns ``fired`` (``(rule name, time, labels)`` of
+    every firing alert checked, for the test's own claims), ``batch`` and ``report``, and ``reorder`` (promtool's
+    exact disagreements that are reordering only)."""
     from sremarathon_env.alerts import AlertEngine
     from sremarathon_env.alerts.conformance import classify_expr_failures, run_promtool, write_test_file
 
     pack, rules_path, test_pack, eng, batch = promtool_setup(store, tmp_path)
     mine = [r for r in pack.rules if r.name in names]
-    assert sorted(r.name for r in mine) == sorted(names)
+    assert {r.name for r in mine} == set(names)   # (several rules may share a name: each app has its own entry rules)
     for rule in mine:
         for t in expr_times:
             batch.add_expr(rule.expr, t, eng.instant(rule.expr, t))
@@ -81,8 +84,8 @@ def promtool_check_rules(store, tmp_path, names, expr_times, alert_times, min_ca
     assert batch.n_cases >= min_cases
     path = tmp_path / "rules_test.yml"
     write_test_file(path, batch, [rules_path.name])
-    report = run_promtool(path, batch.n_cases, timeout_s=300)
-    _, real = classify_expr_failures(report.output)
+    report = run_promtool(path, batch.n_cases, timeout_s=timeout_s)
+    reorder, real = classify_expr_failures(report.output)
     alert_fail = [f for f in report.failures if f.strip().startswith("alertname")]
     assert not real and not alert_fail, report.output[-6000:]
-    return fired
+    return SimpleNamespace(fired=fired, batch=batch, report=report, reorder=reorder)
