@@ -284,8 +284,9 @@ def test_aggregation_equals_the_generic_one_and_a_row_after_row_fold():
         p = rng.random((n, T)) < 0.8
         child = SimpleNamespace(value=lambda E, v=v, p=p: (v, p))
         for op in ("sum", "count", "group", "max", "min"):
-            got_v, got_p = _Agg(op, child, keys, gid).compute(SimpleNamespace(T=T))
-            want = aggregate(op, Vec(labels, v, p), None, False, ("g",))
+            with np.errstate(all="ignore"):   # overflow and inf - inf are part of the point (plans evaluate so too)
+                got_v, got_p = _Agg(op, child, keys, gid).compute(SimpleNamespace(T=T))
+                want = aggregate(op, Vec(labels, v, p), None, False, ("g",))
             assert want.labels == keys and np.array_equal(got_p, want.p), (case, op)
             for g in range(len(keys)):
                 rows = np.flatnonzero(gid == g)
