@@ -75,6 +75,37 @@ def non_negative_int(text: str) -> int:
     return v
 
 
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (rates, coefficients)."""
+    v = _float(text)
+    if not (v >= 0.0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (learning rates)."""
+    v = _float(text)
+    if not (v > 0.0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return v
+
+
+def fraction(text: str) -> float:
+    """A number in (0, 1] (discounts, GAE lambda)."""
+    v = _float(text)
+    if not 0.0 < v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {v}")
+    return v
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (durations in seconds, repetitions, iterations)."""
     v = _int(text)

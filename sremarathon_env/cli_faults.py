@@ -22,7 +22,7 @@ import json
 import sys
 from collections import Counter
 
-from sremarathon_env.cli_args import app_name, non_negative_int, seed_list
+from sremarathon_env.cli_args import app_name, non_negative_float, non_negative_int, seed_list
 
 
 def _apps(arg: str | None) -> list[str]:
@@ -30,16 +30,6 @@ def _apps(arg: str | None) -> list[str]:
     from faults.catalogue import catalogue_apps
 
     return catalogue_apps() if arg is None else [arg]
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (v >= 0.0 and v != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return v
 
 
 def _console():
@@ -218,7 +208,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ps.add_argument("--stats", action="store_true", help="calibration figures over --seeds")
     ps.add_argument("--seeds", type=seed_list, default=list(range(20)))
     ps.add_argument("--no-noise", action="store_true")
-    ps.add_argument("--noise-rate", type=_non_negative_float, default=1.0)
+    ps.add_argument("--noise-rate", type=non_negative_float, default=1.0)
     ps.add_argument("--json", action="store_true")
     ps.set_defaults(func=cmd_schedule)
 

@@ -26,7 +26,8 @@ import json
 import math
 import shlex
 
-from sremarathon_env.cli_args import app_name, non_negative_int, positive_int
+from sremarathon_env.cli_args import (app_name, fraction, non_negative_float, non_negative_int, positive_float,
+                                      positive_int)
 from sremarathon_env.seeds import parse_seeds as _parse_seeds
 
 
@@ -68,37 +69,6 @@ def _checked(parse):
     return check
 
 
-def _fraction(text: str) -> float:
-    """A float in (0, 1] (discount, GAE lambda)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < v <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {v}")
-    return v
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (v >= 0.0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (v > 0.0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return v
-
-
 def _env_config(args) -> dict:
     cfg = {}
     if args.injection_s is not None:
@@ -130,12 +100,12 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default="runs/ppo", help="checkpoint directory")
     p.add_argument("--checkpoint-every", type=positive_int, default=1)
     p.add_argument("--train-batch", type=positive_int, default=None, help="env steps per iteration (default: one episode per sub-env)")
-    p.add_argument("--lr", type=_positive_float, default=3e-4)
+    p.add_argument("--lr", type=positive_float, default=3e-4)
     p.add_argument("--epochs", type=positive_int, default=6)
     p.add_argument("--minibatch", type=positive_int, default=64, help="SGD minibatch (env steps)")
-    p.add_argument("--gamma", type=_fraction, default=0.99, help="discount of the advantage estimates (the reported return stays the undiscounted score)")
-    p.add_argument("--gae-lambda", type=_fraction, default=0.95, help="GAE lambda (lower: less variance, more bias)")
-    p.add_argument("--entropy-coeff", type=_non_negative_float, default=0.01)
+    p.add_argument("--gamma", type=fraction, default=0.99, help="discount of the advantage estimates (the reported return stays the undiscounted score)")
+    p.add_argument("--gae-lambda", type=fraction, default=0.95, help="GAE lambda (lower: less variance, more bias)")
+    p.add_argument("--entropy-coeff", type=non_negative_float, default=0.01)
     p.add_argument("--head", choices=("plain", "factored"), default="plain",
                    help="policy head: plain MLP logits, or plus per-kind terms shared by all services")
     p.add_argument("--hiddens", type=_checked(parse_hiddens), default="128,128", help="MLP widths, comma separated")
