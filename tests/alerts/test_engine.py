@@ -219,45 +219,20 @@ def test_memo_keeps_entries_in_use_and_drops_stale_ones():
 
 
 def _expand_by_definition(template, m):
-    """Go regexp's Expand, character by character (the engine parses each template once instead)."""
+    """Go regexp's Expand, as its documentation states it, by one regular-expression substitution (independent of
+    the engine's template parser): ``$$`` is a literal ``$``; ``${name}`` and ``$name`` (the longest run of letters,
+    digits and underscores) are the group of that number or name, or "" where there is none; any other ``$`` is
+    itself."""
     import re
 
-    out = []
-    i = 0
-    n = len(template)
-    while i < n:
-        c = template[i]
-        if c != "$" or i + 1 >= n:
-            out.append(c)
-            i += 1
-            continue
-        nxt = template[i + 1]
-        if nxt == "$":
-            out.append("$")
-            i += 2
-            continue
-        if nxt == "{":
-            j = template.find("}", i + 2)
-            name = template[i + 2 : j] if j > 0 else ""
-            if j < 0 or not name or not re.fullmatch(r"[A-Za-z0-9_]+", name):
-                out.append(c)
-                i += 1
-                continue
-            i = j + 1
-        else:
-            mm = re.match(r"[A-Za-z0-9_]+", template[i + 1 :])
-            if not mm:
-                out.append(c)
-                i += 1
-                continue
-            name = mm.group(0)
-            i += 1 + len(name)
+    def group(name):
         try:
-            g = m.group(int(name)) if name.isdigit() else m.group(name)
+            return (m.group(int(name)) if name.isdigit() else m.group(name)) or ""
         except (IndexError, KeyError, re.error):
-            g = None
-        out.append(g or "")
-    return "".join(out)
+            return ""
+
+    return re.sub(r"\$(?:(\$)|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))",
+                  lambda x: "$" if x.group(1) else group(x.group(2) or x.group(3)), template)
 
 
 def test_template_expansion_equals_its_definition():
