@@ -13,6 +13,7 @@ from sremarathon_env.backends.sim.cluster import Cluster
 from sremarathon_env.backends.sim.util import child_rng, key_ints
 
 from tests.backends.sim.test_twin_caches import _drive
+from tests.backends.sim.twins import assert_same_twins
 
 
 def _pick_node_plain(c: Cluster, pod) -> int | None:
@@ -169,20 +170,6 @@ def test_child_rng_equals_the_seed_sequence_of_the_word_list():
             assert got.uniform(0.85, 1.25, 3).tolist() == want.uniform(0.85, 1.25, 3).tolist()
 
 
-def _same_twins(a: SimBackend, b: SimBackend) -> None:
-    n = a.history.n
-    assert n == b.history.n
-    for name in ("node", "edge", "path", "svc"):
-        assert np.array_equal(getattr(a.history, name)[:, :n], getattr(b.history, name)[:, :n], equal_nan=True), name
-    for name in ("ready", "reason", "epoch_of"):
-        assert np.array_equal(getattr(a.history, name)[:n], getattr(b.history, name)[:n]), name
-    assert a.store.names() == b.store.names()
-    for name in a.store.names():
-        for fa, fb in zip(a.store.families(name), b.store.families(name), strict=True):
-            assert fa._label_values == fb._label_values, name
-            assert np.array_equal(fa.values(a.store.n_ticks), fb.values(b.store.n_ticks), equal_nan=True), name
-
-
 def _churn(sim: SimBackend) -> list:
     evidence = []
     for k in range(1, 41):
@@ -231,7 +218,7 @@ def test_runs_under_the_same_inputs_step_as_one_run(monkeypatch):
     ev_plain = _churn(plain)
     assert len(stacked) - n_fast > n_fast + 5   # the plain twin stacked many more steps
     assert ev_fast == ev_plain
-    _same_twins(fast, plain)
+    assert_same_twins(fast, plain, history_nan=True)
 
 
 def test_node_ips_are_kept_per_app():

@@ -9,6 +9,7 @@ from faults.effects import Effect
 from sremarathon_env.backends.sim import SimBackend
 from sremarathon_env.backends.sim import backend as backend_mod
 from sremarathon_env.backends.sim.traffic import TrafficModel, window
+from tests.backends.sim.twins import assert_same_twins
 
 OPS = {
     6: lambda s: s.apply_effect(Effect(kind="memory_hog", service="cartservice", mi=10_000)),
@@ -53,16 +54,7 @@ def test_one_traffic_step_per_advance_gives_the_per_block_numbers(monkeypatch):
     assert blocks_a == blocks_b and steps_b == blocks_b and steps_a < blocks_a - 10, (steps_a, blocks_a)
     assert ev_a == ev_b and all(e is not None for e in ev_a)
     assert sum(a.pod_ooms.values()) > 0
-    n = a.history.n
-    for name in ("node", "edge", "path", "svc"):
-        assert np.array_equal(getattr(a.history, name)[:, :n], getattr(b.history, name)[:, :n]), name
-    for name in ("ready", "reason", "epoch_of"):
-        assert np.array_equal(getattr(a.history, name)[:n], getattr(b.history, name)[:n]), name
-    assert a.store.names() == b.store.names()
-    for name in a.store.names():
-        for fa, fb in zip(a.store.families(name), b.store.families(name), strict=True):
-            assert fa._label_values == fb._label_values, name
-            assert np.array_equal(fa.values(a.store.n_ticks), fb.values(b.store.n_ticks), equal_nan=True), name
+    assert_same_twins(a, b)
 
 
 def test_a_series_first_counted_in_a_later_run_starts_at_that_run():
