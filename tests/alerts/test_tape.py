@@ -41,6 +41,23 @@ def _reference(store, fam, rows, name, range_ms, offset_ms, times):
     return RANGE_FUNCS[name](w, times, None)
 
 
+def _check_kernel(tape, store, fam, rows, slots, windows, a):
+    """Sync ``tape`` to tick a + 8 and check the window kernel at ticks a .. a + 7, for every (function, range,
+    offset) of ``windows`` over the series ``rows`` of ``fam`` (at ``slots``), against `_reference`: the same
+    presence, and the same bits where present."""
+    n_rows = len(rows)
+    spec = KernelSpec(np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], n_rows),
+                      np.repeat([w[2] for w in windows], n_rows), np.repeat([CODES[w[0]] for w in windows], n_rows))
+    times = np.arange(a, a + 8, dtype=np.int64) * ST
+    tape.sync(a + 8)
+    v, p = window_kernel(tape, spec, times, 0, ST)
+    for k, (name, r, o) in enumerate(windows):
+        rv, rp = _reference(store, fam, rows, name, r, o, times)
+        sl = slice(n_rows * k, n_rows * (k + 1))
+        assert np.array_equal(p[sl], rp), (name, r, o, a)
+        assert np.where(rp, rv, 0.0).tobytes() == np.where(rp, v[sl], 0.0).tobytes(), (name, r, o, a)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_kernel_matches_rangefuncs_incrementally(seed):
     store = _store(seed, 12, 200)
@@ -139,17 +156,7 @@ def test_every_cell_is_written_before_it_is_read():
     for a in range(0, 120, 8):
         n_rows = min(30, 4 + a // 4)   # series registered batch by batch, as pods appear
         rows = np.arange(n_rows)
-        slots = tape.slots([(fam, int(r)) for r in rows])
-        spec = KernelSpec(np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], n_rows),
-                          np.repeat([w[2] for w in windows], n_rows), np.repeat([CODES[w[0]] for w in windows], n_rows))
-        times = np.arange(a, a + 8, dtype=np.int64) * ST
-        tape.sync(a + 8)
-        v, p = window_kernel(tape, spec, times, 0, ST)
-        for k, (name, r, o) in enumerate(windows):
-            rv, rp = _reference(store, fam, rows, name, r, o, times)
-            sl = slice(n_rows * k, n_rows * (k + 1))
-            assert np.array_equal(p[sl], rp), (name, r, o, a)
-            assert np.where(rp, rv, 0.0).tobytes() == np.where(rp, v[sl], 0.0).tobytes(), (name, r, o, a)
+        _check_kernel(tape, store, fam, rows, tape.slots([(fam, int(r)) for r in rows]), windows, a)
     assert tape.resets == 0 and tape.cap_s >= 30 and tape.cap_t >= 120
 
 
@@ -234,17 +241,8 @@ def test_released_buffers_serve_the_next_tape_and_change_no_result(monkeypatch):
         fam = store.families("c_total")[0]
         rows = np.arange(n_rows)
         slots = tape.slots([(fam, int(r)) for r in rows])
-        spec = KernelSpec(np.tile(slots, len(windows)), np.repeat([w[1] for w in windows], n_rows),
-                          np.repeat([w[2] for w in windows], n_rows), np.repeat([CODES[w[0]] for w in windows], n_rows))
         for a in range(a0, a1, 8):
-            times = np.arange(a, a + 8, dtype=np.int64) * ST
-            tape.sync(a + 8)
-            v, p = window_kernel(tape, spec, times, 0, ST)
-            for k, (name, r, o) in enumerate(windows):
-                rv, rp = _reference(store, fam, rows, name, r, o, times)
-                sl = slice(n_rows * k, n_rows * (k + 1))
-                assert np.array_equal(p[sl], rp), (name, r, o, a)
-                assert np.where(rp, rv, 0.0).tobytes() == np.where(rp, v[sl], 0.0).tobytes(), (name, r, o, a)
+            _check_kernel(tape, store, fam, rows, slots, windows, a)
 
     first_store, second_store = _store(7, 30, 120), _store(8, 28, 120)
     first = Tape(first_store, capacity=130)
