@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
 
 import numpy as np
@@ -236,7 +238,27 @@ def arrival_times(rng: np.random.Generator, n: int, window_s: float, slope: floa
 
 
 def _pick_category(rng: np.random.Generator, available: list[str]) -> list[str]:
-    """A category order for one arrival: the first drawn by the mix, then the rest by the mix."""
+    """A category order for one arrival: the first drawn by the mix, then the rest by the mix.
+
+    Each pick is ``rng.choice(len(cats), p=a / a.sum())`` over the categories left (`_pick_category_plain`, the
+    definition; the last choice, among one, still draws from the generator). ``Generator.choice`` with ``p`` and
+    no size draws one ``rng.random()`` and takes the first index whose normalised cumulative weight exceeds it
+    (``searchsorted(..., side="right")``): here the uniforms of all picks are drawn in one call (the same stream)
+    and each pick bisects the cumulative weights of the categories left, made once per weight list by the same
+    numpy operations (`_category_cdf`). tests/faults/test_orchestrator.py holds the two to the same orders and the
+    same generator state afterwards."""
+    cats = [c for c in CATEGORIES if c in available]
+    w = [float(CATEGORY_MIX[c]) for c in cats]
+    order = []
+    for u in rng.random(len(cats)).tolist():
+        i = bisect_right(_category_cdf(tuple(w)), u)
+        order.append(cats.pop(i))
+        w.pop(i)
+    return order
+
+
+def _pick_category_plain(rng: np.random.Generator, available: list[str]) -> list[str]:
+    """The definition of `_pick_category` (one ``Generator.choice`` per pick)."""
     cats = [c for c in CATEGORIES if c in available]
     w = [float(CATEGORY_MIX[c]) for c in cats]
     order = []
@@ -246,6 +268,17 @@ def _pick_category(rng: np.random.Generator, available: list[str]) -> list[str]:
         order.append(cats.pop(i))
         w.pop(i)
     return order
+
+
+@lru_cache(maxsize=1024)
+def _category_cdf(w: tuple[float, ...]) -> tuple[float, ...]:
+    """The cumulative distribution ``Generator.choice`` searches for weights ``w``: ``p = a / a.sum()``, then
+    ``cdf = p.cumsum(); cdf /= cdf[-1]`` (numpy's own operations, so the same floats). A pure function of the
+    weights (at most 2**8 lists of the eight categories occur)."""
+    a = np.array(w)
+    cdf = (a / a.sum()).cumsum()
+    cdf /= cdf[-1]
+    return tuple(cdf.tolist())
 
 
 def fault_min_durations(app: str, faults: list[Fault]) -> dict[str, int]:
@@ -290,9 +323,9 @@ _KEYS: dict[int, tuple[Fault, frozenset[str]]] = {}
 
 
 def _index_pool(app: str, faults: list[Fault], min_durations: dict[str, int] | None) -> tuple:
-    """(pool, by category, conflict keys, minimum duration) of a fault list: what a schedule draws from (the
-    faults that are not noise, by id), each fault's conflict keys and its repairable duration clipped to the
-    allowed range (``min_durations``, default `fault_min_durations`)."""
+    """(pool, by category, conflict keys, minimum duration, faults by key) of a fault list: what a schedule draws
+    from (the faults that are not noise, by id), each fault's conflict keys, its repairable duration clipped to the
+    allowed range (``min_durations``, default `fault_min_durations`) and the ids of the faults holding each key."""
     pool = sorted((f for f in faults if not f.noise), key=lambda f: f.id)
     mins = min_durations if min_durations is not None else fault_min_durations(app, pool) if pool else {}
     by_cat: dict[str, list[Fault]] = {c: [] for c in CATEGORIES}
@@ -300,7 +333,11 @@ def _index_pool(app: str, faults: list[Fault], min_durations: dict[str, int] | N
         by_cat[f.category].append(f)
     keys = {f.id: _conflict_keys(f) for f in pool}
     need = {f.id: max(MIN_DURATION_S, min(MAX_DURATION_S, int(mins.get(f.id, MIN_DURATION_S)))) for f in pool}
-    return pool, by_cat, keys, need
+    by_key: dict[str, set[str]] = {}
+    for f in pool:
+        for k in keys[f.id]:
+            by_key.setdefault(k, set()).add(f.id)
+    return pool, by_cat, keys, need, {k: frozenset(v) for k, v in by_key.items()}
 
 
 def _pool_parts(app: str, faults: list[Fault]) -> tuple | None:
@@ -329,6 +366,26 @@ _POOL_PARTS: dict[tuple, tuple] = {}
 POOL_PARTS_MAX = 16
 
 
+def _blocked(st: int, d: int, busy: set[str], later: list[tuple[int, frozenset[str]]],
+             by_key: dict[str, frozenset[str]], need: dict[str, int]) -> set[str]:
+    """The ids of the faults an arrival at ``st`` with drawn window ``d`` may not take: those sharing a conflict key
+    with a fault active during the window (``busy``), and those sharing one with a fault that starts after the
+    drawn window's end (``later``: (start, keys)) but before the end of the fault's own window
+    (``st + max(d, need)``). Found from the faults holding each key (``by_key``) instead of testing every fault
+    of a category against every key set (tests/faults/test_orchestrator.py compares it with that test)."""
+    out: set[str] = set()
+    for k in busy:
+        ids = by_key.get(k)
+        if ids:
+            out |= ids
+    for s0, ks in later:
+        for k in ks:
+            for fid in by_key.get(k, ()):
+                if s0 < st + max(d, need[fid]):
+                    out.add(fid)
+    return out
+
+
 def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_version: str,
                     injection_s: int = 3600, profile: AppProfile | None = None,
                     min_durations: dict[str, int] | None = None) -> list[ScheduledFault]:
@@ -342,7 +399,7 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
     parts = _pool_parts(app, faults) if min_durations is None else None
     if parts is None:
         parts = _index_pool(app, faults, min_durations)
-    pool, by_cat, keys, need = parts
+    pool, by_cat, keys, need, by_key = parts
     if not pool:
         return []
     ss = seed_sequence("schedule", catalogue_version, app, seed)
@@ -367,19 +424,11 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
             if s0 < st + d:
                 busy |= ks
         later = [(s0, ks) for s0, ks in near if s0 >= st + d]   # faults starting after this window's end
-
-        def free(f: Fault) -> bool:
-            k = keys[f.id]
-            if k & busy:
-                return False
-            if not later:
-                return True
-            en = st + max(d, need[f.id])
-            return not any(s0 < en and k & ks for s0, ks in later)
+        blocked = _blocked(st, d, busy, later, by_key, need)
 
         chosen = None
         for c in _pick_category(r_pick, avail):
-            cand = [f for f in by_cat[c] if f.id not in used and free(f)]
+            cand = [f for f in by_cat[c] if f.id not in used and f.id not in blocked]
             if cand:
                 fit = [f for f in cand if need[f.id] <= d]
                 if not fit:   # none repairable in the drawn window: the quickest to repair, stretched

@@ -172,3 +172,50 @@ def test_catalogue_index_kept_per_app_equals_a_fresh_one(app, monkeypatch):
     assert orch._pool_parts(app, sub) is not entry[0][2]
     assert all(f.category != "code" for f in orch._pool_parts(app, sub)[0])
     assert len(orch._POOL_PARTS) <= orch.POOL_PARTS_MAX
+
+
+def test_category_order_equals_one_generator_choice_per_pick():
+    # _pick_category draws all of an arrival's uniforms at once and bisects cached cumulative weights: the same
+    # orders as one Generator.choice(p=...) per pick, and the generator left in the same state
+    import numpy as np
+
+    from faults import orchestrator as orch
+    from faults.model import CATEGORIES
+
+    for seed in range(400):
+        r = np.random.default_rng(seed)
+        avail = [c for c in CATEGORIES if r.random() < 0.75] or [CATEGORIES[int(r.integers(len(CATEGORIES)))]]
+        fast, plain = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 1])
+        for _ in range(4):
+            assert orch._pick_category(fast, avail) == orch._pick_category_plain(plain, avail)
+        assert fast.bit_generator.state == plain.bit_generator.state
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket"])
+def test_blocked_faults_equal_the_free_test_per_fault(app):
+    # _blocked finds the faults an arrival may not take through the faults holding each conflict key; the
+    # definition tests every fault's keys against the busy keys and against each later fault's keys
+    import numpy as np
+
+    from faults import orchestrator as orch
+
+    pool, _, keys, need, by_key = orch._index_pool(app, load_catalogue(app), None)
+    rng = np.random.default_rng(5)
+    n_blocked = 0
+    for _ in range(300):
+        st, d = int(rng.integers(1, 3600)), int(rng.integers(48, 145)) * 5
+        picks = [pool[int(i)] for i in rng.integers(len(pool), size=int(rng.integers(0, 9)))]
+        busy = set().union(*(keys[f.id] for f in picks[: len(picks) // 2]))
+        later = [(st + d + int(rng.integers(0, 400)), keys[f.id]) for f in picks[len(picks) // 2:]]
+
+        def free(f):
+            k = keys[f.id]
+            if k & busy:
+                return False
+            en = st + max(d, need[f.id])
+            return not any(s0 < en and k & ks for s0, ks in later)
+
+        got = orch._blocked(st, d, busy, later, by_key, need)
+        assert got == {f.id for f in pool if not free(f)}
+        n_blocked += bool(got)
+    assert n_blocked > 100
