@@ -383,11 +383,14 @@ class SimBackend:
         """The taped run this twin follows (kept while it does), else the latest one of its kind."""
         return self._follow if self._follow is not None else _TAPES.get(self._tape_key())
 
-    def _note(self, *call: Any) -> None:
+    def _note(self, *call: Any, at: float | None = None) -> None:
         """Fold a state-changing call and the time it came at into ``_calls``. The twin is deterministic:
         twins of one app, seed, tick and load model that got the same calls at the same times are in the
-        same state at every tick (however their advances were cut, with or without metrics)."""
-        self._calls = hashlib.blake2b(self._calls + repr((_fp_part(call), self._now)).encode(), digest_size=16).digest()
+        same state at every tick (however their advances were cut, with or without metrics). ``at``: the
+        time of a change the twin makes itself inside `advance_to` (a state refresh's tick time; ``_now``
+        there is where the call began, which depends on how advances are cut)."""
+        t = self._now if at is None else at
+        self._calls = hashlib.blake2b(self._calls + repr((_fp_part(call), t)).encode(), digest_size=16).digest()
 
     def _settle(self, runs: list[dict]) -> list[EntryEvidence]:
         """The traffic of waiting runs (consecutive ticks), about DEFER_CHUNK ticks per traffic step
@@ -685,7 +688,12 @@ class SimBackend:
         # effects that live in containers end when every pod they were injected into is gone
         for h in sorted(self._in_pods):
             if all(c.pods[s].deleted for s in self._in_pods[h]):
-                self.remove_effect(h)
+                e = self.book.effects.get(h)
+                if e is not None and e.kind == "node_down":   # its removal acts at ``_now`` (`remove_effect`)
+                    self.remove_effect(h)
+                else:   # a change of this tick's state alone: noted at the tick (the same for any cut of advances)
+                    self._note("pods_gone", h, at=T)
+                    self._remove_effect(h)
         # traffic inputs depend on which pods exist, run where, and are ready, and on the effects; a
         # pod moment that changes none of these (a pull, a crash-looping container) keeps them
         key = (n, c.p_active[:n].tobytes(), c.p_ready[:n].tobytes(), c.p_lost[:n].tobytes(),
@@ -964,6 +972,9 @@ class SimBackend:
 
     def remove_effect(self, handle: str) -> None:
         self._note("remove_effect", handle)
+        self._remove_effect(handle)
+
+    def _remove_effect(self, handle: str) -> None:
         self._in_pods.pop(handle, None)
         e = self.book.remove(handle)
         if e is None:

@@ -12,6 +12,7 @@ from sremarathon_env.backends.sim import SimBackend
 from sremarathon_env.backends.sim import backend as backend_mod
 from sremarathon_env.backends.sim import metrics as metrics_mod
 from sremarathon_env.backends.sim.traffic import TrafficModel, window
+from tests.backends.sim.twins import assert_same_twins
 
 EVENTS = {
     8: lambda s: s.apply_effect(Effect(kind="latency", service="cartservice", ms=120.0)),
@@ -263,3 +264,43 @@ def test_a_tapes_counter_increments_are_made_on_the_first_take(monkeypatch):
         want = orig(*metrics_mod.mesh_layout(sim.m), c[1], c[7], c[4])
         for name in ("req", "bucket", "lat_sum", "count", "lg", "lg_slow", "lg_deg"):
             assert np.array_equal(getattr(c[6], name), getattr(want, name)), name
+
+
+def test_an_effect_that_ends_with_its_pods_is_noted_at_its_tick_however_advances_are_cut(monkeypatch):
+    """An ``until_restart`` effect ends inside `advance_to`, at the state refresh that finds its pods gone:
+    its note carries that tick's time, not where the advance began, so a twin cut into other advances
+    (the scored twin steps every 2 ticks, the reference run every 6) keeps the reference run's fingerprint
+    and goes on taking its taped refreshes; its numbers are those of a twin without any tape."""
+    monkeypatch.setattr(backend_mod, "_TAPES", {})
+    builds = []
+    orig_build = SimBackend._build_inputs
+
+    def run(sim, every):
+        for k in range(every, 61, every):
+            sim.advance_to(k * 15.0)
+            if k == 6:
+                sim.scale("cartservice", 6)
+            if k == 18:
+                sim.apply_effect(Effect(kind="latency", service="cartservice", ms=80.0, until_restart=True))
+            if k == 24:   # the rollout replaces its last old pod at tick 26 (inside a 6-tick advance)
+                sim.restart("cartservice")
+        return sim
+
+    untaped = run(SimBackend("online-boutique", seed=3), 2)
+    ref = SimBackend("online-boutique", seed=3, metrics=False)
+    ref.begin_deferred()
+    run(ref, 6)
+    ref.end_deferred()
+
+    def build(self, *a):
+        builds.append(self._tick)
+        return orig_build(self, *a)
+
+    monkeypatch.setattr(SimBackend, "_build_inputs", build)
+    scored = run(SimBackend("online-boutique", seed=3), 2)
+    for sim in (untaped, ref, scored):   # the effect ended on its own (its pods were replaced)
+        assert sim.book.removed == {"eff-0001"} and not sim.book.effects
+    assert scored._calls == ref._calls == untaped._calls
+    assert scored.state_digest() == untaped.state_digest()
+    assert builds == [0] and scored._follow is not None   # every later refresh taken from the tape
+    assert_same_twins(scored, untaped)
