@@ -151,9 +151,10 @@ class _Sel(_Node):
         self.labels = labels
 
     def compute(self, E):
-        ref, j, ok, js = self.plan.instant_cols(E, self.sel.at_ms, self.sel.offset_ms)
+        ref, j, ok, js, ok_all = self.plan.instant_cols(E, self.sel.at_ms, self.sel.offset_ms)
         vals = _gather(self.flat, self.perm, E.n_ticks, j if js is None else js)
-        return vals, (vals == vals) & ok[None, :]   # a sample is present where it is not NaN
+        # a sample is present where it is not NaN (and its time within the lookback)
+        return vals, (vals == vals) if ok_all else (vals == vals) & ok[None, :]
 
 
 class _RangeGroup:
@@ -262,8 +263,9 @@ class _Agg(_Node):
     """sum / count / group / max / min by group. A sum and a count are ``ufunc.at`` over the group index of the
     input rows, which applies the rows in input order: Prometheus's row-after-row sum, bit for bit (it starts from
     -0.0: ``-0.0 + x`` is ``x`` exactly; of two NaN operands numpy's loops may return either, as they do by shape in
-    any of its reductions: no result shows a NaN's payload). A rebuilt sum or count needs no layout; a max or min
-    reduces the rows in group order (``reduceat``, as the generic evaluator; the layouts cached by group index)."""
+    any of its reductions: no result shows a NaN's payload). A max or min reduces the rows in group order
+    (``reduceat``, as the generic evaluator; the layouts cached by group index); a sum or count takes the layout at
+    its first call, for the presence of its groups only (``logical_or.reduceat`` in group order)."""
 
     def __init__(self, op: str, child: _Node, keys, gid: np.ndarray):
         super().__init__()
@@ -282,13 +284,18 @@ class _Agg(_Node):
         elif not self.one_group and op in ("max", "min"):
             # fmax / fmin by reduceat over the rows in group order (ufunc.at would differ in the sign of a zero:
             # numpy's loops disagree on fmax(0.0, -0.0), and this keeps the generic evaluator's)
-            ck = (G, gid.tobytes())
-            hit = _AGG_LAYOUT.get(ck)
-            if hit is None:
-                if len(_AGG_LAYOUT) > AGG_LAYOUT_MAX:
-                    _AGG_LAYOUT.clear()
-                hit = _AGG_LAYOUT[ck] = self._layout(G, gid)
-            self.order, self.starts = hit
+            self.order, self.starts = self._cached_layout()
+        self._laid = self.starts is not None
+
+    def _cached_layout(self) -> tuple:
+        """``_layout`` of this node's group index, through the cache by group index."""
+        ck = (self.G, self.gid.tobytes())
+        hit = _AGG_LAYOUT.get(ck)
+        if hit is None:
+            if len(_AGG_LAYOUT) > AGG_LAYOUT_MAX:
+                _AGG_LAYOUT.clear()
+            hit = _AGG_LAYOUT[ck] = self._layout(self.G, self.gid)
+        return hit
 
     def rebind(self, child):
         self.child = child
@@ -329,8 +336,11 @@ class _Agg(_Node):
             W = np.where(p, v, np.nan)
             return (np.fmax if op == "max" else np.fmin).reduceat(W, _START0, axis=0), anyp
         gid = self.gid
-        anyp = np.zeros((self.G, E.T), bool)
-        np.logical_or.at(anyp, gid, p)
+        if not self._laid:   # (a sum / count / group: the layout at its first call, for the presence only)
+            self.order, self.starts = self._cached_layout()
+            self._laid = True
+        # a group is present where any of its rows is (logical or: exact in any order)
+        anyp = np.logical_or.reduceat(p if self.order is None else p[self.order], self.starts, axis=0)
         if op == "sum":
             out = np.full((self.G, E.T), -0.0)
             np.add.at(out, gid, np.where(p, v, 0.0))
@@ -456,6 +466,85 @@ class _SetAndUnless(_Node):
         return lv, (lp & mask if self.op == "and" else lp & ~mask)
 
 
+class _HQBatch:
+    """Bucket groups of a ``histogram_quantile`` with the same distinct upper bounds (columns are independent):
+    the rows ``R`` (groups x buckets), the output rows ``gs``, and what a constant quantile needs of the bounds."""
+
+    __slots__ = ("ubs", "gs", "R", "m", "start", "inf_top", "low0", "_offs")
+
+    def __init__(self, ubs: np.ndarray, gs: np.ndarray, R: np.ndarray):
+        self.ubs, self.gs, self.R = ubs, gs, R
+        self.m = m = len(ubs)
+        # the lower bound of bucket b (0.0 below the first): what ``_bucket_quantile`` takes for ``start``
+        self.start = np.concatenate([[0.0], ubs[:-1]]) if m else ubs
+        self.inf_top = bool(m) and ubs[-1] == np.inf
+        self.low0 = bool(m) and bool(ubs[0] <= 0)
+        self._offs: tuple = (-1, None)
+
+    def prepare(self, v: np.ndarray, p: np.ndarray) -> tuple:
+        """What every quantile over these groups shares in a call: (counts (g, m, T), presence, any present, all
+        present, the cumulative counts as ``_bucket_quantile`` makes them (None where no quantile is defined),
+        the observations (the last cumulative count), whether every present group has all its buckets)."""
+        C = v[self.R]   # (g, m, T)
+        P = p[self.R]
+        ap = P.any(axis=1)
+        full = P.all(axis=1) & ap
+        all_full = bool(full.all())
+        if not self.inf_top or self.m < 2:
+            return C, P, ap, full, None, None, all_full
+        acc = np.fmax.accumulate(C, axis=1)
+        Cc = np.where(np.isnan(C), C, acc)
+        return C, P, ap, full, Cc, Cc[:, -1, :], all_full
+
+    def quantile(self, q: float, Cc, obs, shape) -> np.ndarray:
+        """``_bucket_quantile`` of each (group, time) column for the constant quantile ``q``: the same operations
+        on each element (bucket-wise along axis 1 instead of axis 0 of a transposed copy). Where the bucket is
+        the first, its previous count is 0.0, and ``x - 0.0`` is ``x`` bit for bit: no select is needed."""
+        if q < 0:
+            return np.full(shape, -np.inf)
+        if q > 1:
+            return np.full(shape, np.inf)
+        if Cc is None:
+            return np.full(shape, np.nan)
+        g, m, T = Cc.shape
+        rank = q * obs
+        # the first bucket whose cumulative count reaches the rank, else the last
+        ge = np.empty((g, m, T), bool)
+        np.greater_equal(Cc[:, :-1, :], rank[:, None, :], out=ge[:, :-1, :])
+        ge[:, -1, :] = True
+        b = np.argmax(ge, axis=1)   # (g, T)
+        n, offs = self._offs
+        if n != g * T or offs.shape != (g, T):
+            # flat index of bucket 0 of each (group, time) column of a (g, m, T) array
+            offs = np.arange(g)[:, None] * (m * T) + np.arange(T)[None, :]
+            self._offs = (g * T, offs)
+        at = b * T + offs
+        flat = Cc.reshape(-1)
+        cnt = flat[at]
+        prevc = np.where(b > 0, flat[at - T], 0.0)   # (at - T, where b is 0, is another in-range element)
+        cnt = cnt - prevc
+        rk = rank - prevc
+        start = self.start[b]
+        val = start + (self.ubs[b] - start) * (rk / cnt)
+        if self.low0:
+            val = np.where(b == 0, self.ubs[0], val)
+        val = np.where(b == m - 1, self.ubs[m - 2], val)
+        return np.where(obs == 0, np.nan, val)
+
+
+def _hq_batches(layout) -> tuple[list, list]:
+    """(``_HQBatch`` per distinct upper-bound set, groups with repeated upper bounds) of a layout."""
+    batches: dict[tuple, list[int]] = {}
+    slow: list[int] = []
+    for g, (_, ubs, _) in enumerate(layout):
+        if len(set(ubs.tolist())) == len(ubs):
+            batches.setdefault(tuple(ubs.tolist()), []).append(g)
+        else:
+            slow.append(g)
+    return ([_HQBatch(np.array(k), np.array(gs, dtype=np.intp), np.vstack([layout[g][2] for g in gs]))
+             for k, gs in batches.items()], slow)
+
+
 class _HistQuantile(_Node):
     def rebind(self, q, child):
         self.q, self.child = q, child
@@ -464,39 +553,46 @@ class _HistQuantile(_Node):
         super().__init__()
         self.q, self.child = q, child
         self.labels = [key for key, _, _ in layout]
-        # batches of groups with the same distinct upper bounds (columns are independent)
-        batches: dict[tuple, list[int]] = {}
-        self.slow: list[int] = []
-        for g, (_, ubs, _) in enumerate(layout):
-            if len(set(ubs.tolist())) == len(ubs):
-                batches.setdefault(tuple(ubs.tolist()), []).append(g)
-            else:
-                self.slow.append(g)
         self.layout = layout
-        self.batches = [(np.array(k), np.array(gs, dtype=np.intp), np.vstack([layout[g][2] for g in gs]))
-                        for k, gs in batches.items()]
+        # (shared by the quantiles over one child: their per-call preparation is done once, ``prepare``)
+        self.batches, self.slow = memo(("hqbatches",), (layout,), lambda: _hq_batches(layout))
+        self.one = (len(self.batches) == 1 and not self.slow
+                    and self.batches[0].gs.tolist() == list(range(len(self.labels))))
 
     def compute(self, E):
         T = E.T
         q = self.q.value(E)
         v, p = self.child.value(E)
         G = len(self.labels)
-        res = np.full((G, T), np.nan)
-        anyp = np.zeros((G, T), bool)
-        for ubs, gs, R in self.batches:
-            C = v[R]  # (g, m, T)
-            P = p[R]
-            ap = P.any(axis=1)
-            full = P.all(axis=1) & ap
-            g, m = R.shape
-            Cm = C.transpose(1, 0, 2).reshape(m, g * T)
-            val = _bucket_quantile(np.concatenate([q] * g), ubs, Cm).reshape(g, T)   # q repeated per group
-            out = np.where(full, val, np.nan)
-            for gi, t in np.argwhere(ap & ~full):
-                sel = P[gi, :, t]
-                out[gi, t] = _bucket_quantile(q[t : t + 1], ubs[sel], C[gi][sel][:, t : t + 1], coalesce=True)[0]
-            res[gs] = out
-            anyp[gs] = ap
+        one = self.one
+        if not one:
+            res = np.full((G, T), np.nan)
+            anyp = np.zeros((G, T), bool)
+        qc = self.q.val if isinstance(self.q, _Const) else None
+        cache = E.ctx.cache
+        for bt in self.batches:
+            ck = ("hq", id(bt), id(v))
+            hit = cache.get(ck)
+            if hit is None or hit[0] is not bt or hit[1] is not v:
+                hit = cache[ck] = (bt, v, bt.prepare(v, p))
+            C, P, ap, full, Cc, obs, all_full = hit[2]
+            g, m = bt.R.shape
+            if qc is not None:
+                val = bt.quantile(qc, Cc, obs, (g, T))
+            else:
+                Cm = C.transpose(1, 0, 2).reshape(m, g * T)
+                val = _bucket_quantile(np.concatenate([q] * g), bt.ubs, Cm).reshape(g, T)   # q repeated per group
+            if all_full:
+                out = val
+            else:
+                out = np.where(full, val, np.nan)
+                for gi, t in np.argwhere(ap & ~full):
+                    sel = P[gi, :, t]
+                    out[gi, t] = _bucket_quantile(q[t : t + 1], bt.ubs[sel], C[gi][sel][:, t : t + 1], coalesce=True)[0]
+            if one:   # (the only batch, all groups in order: its arrays are the result)
+                return out, ap
+            res[bt.gs] = out
+            anyp[bt.gs] = ap
         for g in self.slow:
             _, ubs, rows = self.layout[g]
             C, P = v[rows], p[rows]
@@ -1167,7 +1263,8 @@ class PackPlan:
 
     # ------------------------------------------------------------------ evaluation
     def instant_cols(self, E: _Env, at_ms, offset_ms: int):
-        """(ref times, clipped tick columns, lookback-and-not-before mask), shared by instant selectors."""
+        """(ref times, clipped tick columns, lookback-and-not-before mask, the columns as a slice where they are
+        consecutive else None, whether the mask is all True), shared by instant selectors."""
         key = ("inst", at_ms, offset_ms)
         cache = E.ctx.cache
         hit = cache.get(key)
@@ -1181,7 +1278,7 @@ class PackPlan:
         ok = ((ref - tj) <= self.lookback_ms) & (idx >= 0)
         # consecutive columns (the alert engine's case): gathers take a slice
         js = slice(int(j[0]), int(j[0]) + E.T) if E.T and (np.diff(j) == 1).all() else None
-        out = (ref, j, ok, js)
+        out = (ref, j, ok, js, bool(ok.all()))
         cache[key] = out
         return out
 
