@@ -69,7 +69,7 @@ def alerts_section(apps: list[str], repeat: int = 3) -> list[dict]:
                      "target_ms": target, "ratio_target": chunked / target, "ratio_twin": chunked / twin,
                      "transitions": n_transitions // max(repeat, 1), "faulted_pack_ms": statistics.median(faulted_ms),
                      "faulted_transitions": n_faulted // max(repeat, 1), "faulted_builds": int(statistics.median(n_builds)),
-                     "faulted_build_ms": statistics.median(build_ms)})
+                     "faulted_build_ms": statistics.median(build_ms), "kernels": compiled_status()})
     return rows
 
 
@@ -100,8 +100,17 @@ def faulted_pack_stats(app: str, seed: int, pack) -> tuple[float, int, int, floa
     return spent * 1e3, n, plan.builds if plan else 0, (plan.build_cpu_s * 1e3 if plan else 0.0)
 
 
+def compiled_status() -> str:
+    """Whether the tape's compiled (numba) kernels ran, in one line (see ``alerts.compiled``)."""
+    from sremarathon_env.alerts.compiled import status
+
+    return status()
+
+
 def print_alerts(rows: list[dict]) -> None:
     print("alert rule pack over a healthy marathon (45 invocations of 120 s; CPU ms), and over a faulted one:")
+    if rows:
+        print(f"  ({rows[0]['kernels']}; SREMARATHON_NUMBA=0 turns them off)")
     print(f"  {'app':<18}{'rules':>6}{'series':>8}{'twin ms':>9}{'pack ms':>9}{'(1 pass)':>9}{'/call':>7}"
           f"{'target':>8}{'ratio':>7}{'x twin':>8}{'faulted':>9}{'rebuilds':>9}{'build ms':>9}")
     for r in rows:

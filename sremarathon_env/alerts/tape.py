@@ -42,6 +42,8 @@ import threading
 
 import numpy as np
 
+from .compiled import kernels
+
 #: range functions the kernel evaluates, by code
 CODES = {"rate": 0, "increase": 1, "delta": 2, "changes": 3, "resets": 4, "count_over_time": 5,
          "last_over_time": 6, "present_over_time": 7}
@@ -363,6 +365,9 @@ class Tape:
         for fam, m, rows in groups:
             B[m] = fam._data[rows, g0:c1]
         B = np.ascontiguousarray(B.T)   # (columns, slots)
+        nb = kernels()
+        if nb is not None:   # the same summaries, one fused pass (compiled.py)
+            return nb.extend(B, idx, c0, g0 < c0, V, CS, PV, POS, self.PREV.T, self.RC.T, self.CC.T, self.LR.T)
         if g0 < c0:
             a, b = B[0], V[g0, sl]
             if not ((a == b) | ((a != a) & (b != b))).all():   # equal, NaN equal to NaN
@@ -425,6 +430,7 @@ class KernelSpec:
         # rangefuncs._range_seconds per row; 1.0 (an exact no-op divisor) where no rate is taken
         rs = (r // 1000).astype(np.float64) + ((r % 1000) * 1_000_000).astype(np.float64) / 1e9
         self.rs = np.where(self.codes == CODES["rate"], rs, 1.0)[:, None]
+        self.rs_row = np.ascontiguousarray(self.rs[:, 0])
         self.counter = ((self.codes == CODES["rate"]) | (self.codes == CODES["increase"]))[:, None]
         self.present = sorted(set(self.codes.tolist()))
         self.ext = any(c in _EXTRAPOLATED for c in self.present)
@@ -455,6 +461,12 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     if N == 0 or R == 0:
         return np.zeros((R, T)), np.zeros((R, T), bool)
     cap = tape.cap_t
+    nb = kernels()
+    if nb is not None:   # the same values, one fused pass per (row, time) (compiled.py)
+        return nb.window(tape.CS.T, tape.PV.T, tape.POS.T, tape.V.T, tape.RC.T, tape.CC.T, tape.LR.T, tape.PREV.T,
+                         spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
+                         np.asarray(times, dtype=np.int64), int(t0_ms), int(st), int(N), int(cap),
+                         spec.has_counter, spec.has_rate)
     S = tape.cap_s  # the arrays are column-major: [slot, column] is at flat offset column * S + slot
     base = spec.col
     if spec.runs is not None:   # per run of rows with one window, repeated over its rows

@@ -1,0 +1,247 @@
+"""Optional compiled (numba) versions of the tape's two hot loops: the window kernel and the tape extension.
+
+The numpy code in ``tape`` is the reference. These kernels do the same arithmetic one (row, time) or one
+(column, slot) cell at a time, fused in one pass, with the operations of the numpy formulas in the same order
+(no fast-math, no reassociation, no parallel reductions), so their results are the same bits (see
+tests/alerts/test_compiled.py). They are used only where numba imports and the environment variable
+``SREMARATHON_NUMBA`` is not ``0``; ``kernels()`` says which (None: the numpy path runs).
+
+Compiled with ``cache=True``: the first call in a fresh install compiles (about a second or two) and writes
+the machine code next to this module (numba's cache); later processes load it.
+
+>>> import os
+>>> old = os.environ.get("SREMARATHON_NUMBA")
+>>> os.environ["SREMARATHON_NUMBA"] = "0"
+>>> kernels() is None
+True
+>>> _ = os.environ.pop("SREMARATHON_NUMBA") if old is None else os.environ.update(SREMARATHON_NUMBA=old)
+"""
+
+from __future__ import annotations
+
+import os
+
+_LOADED: list = []   # [namespace or None] once numba's import was tried
+
+
+def kernels():
+    """The compiled kernels (a namespace with ``window`` and ``extend``), or None where numba is absent or
+    ``SREMARATHON_NUMBA=0``. numba is imported at the first call that wants it."""
+    if os.environ.get("SREMARATHON_NUMBA", "1") == "0":
+        return None
+    if not _LOADED:
+        _LOADED.append(_load())
+    return _LOADED[0]
+
+
+def status() -> str:
+    """One line for the bench: whether the compiled kernels are on."""
+    if os.environ.get("SREMARATHON_NUMBA", "1") == "0":
+        return "compiled kernels: off (SREMARATHON_NUMBA=0)"
+    k = kernels()
+    if k is None:
+        return "compiled kernels: off (numba not installed)"
+    return f"compiled kernels: on (numba {k.version})"
+
+
+class _Namespace:
+    pass
+
+
+def _load():
+    try:
+        import numba
+    except ImportError:
+        return None
+    ns = _Namespace()
+    ns.version = numba.__version__
+    ns.window, ns.extend = _define(numba.njit)
+    return ns
+
+
+def _define(njit):
+    """The kernels, compiled lazily by numba at their first call (cached on disk)."""
+
+    @njit(cache=True, error_model="numpy")
+    def window(CS, PV, POS, V, RC, CC, LR, PREV, slots, range_ms, offset_ms, codes, rs, times,
+               t0_ms, st, N, cap, has_counter, has_rate):
+        # the summary arrays are the tape's underlying (columns, slots) arrays; see tape.window_kernel for the
+        # formulas, which this follows operation by operation
+        R = slots.shape[0]
+        T = times.shape[0]
+        out_v = np.empty((R, T))
+        out_p = np.empty((R, T), dtype=np.bool_)
+        # times outer, rows inner: a plan lists a range call's rows together, mostly consecutive slots, whose
+        # cells at one column lie side by side in the (columns, slots) arrays
+        # (integer divisions are slow: the window bounds are computed again only where the window changes)
+        for t in range(T):
+            tm = times[t]
+            rng = -1
+            off = -1
+            ref = lo = hi = hi_c = 0
+            # the window's float quantities for the last (first, last, count) seen in this window, and its factors
+            mf = ml = mc = -1
+            d_start0 = d_end = sampled = avg = thr = half = f0 = f_rs = f_r = 0.0
+            f0_ok = f_r_ok = False
+            for r in range(R):
+                s = slots[r]
+                code = codes[r]
+                ext = code <= 2
+                counter = code <= 1
+                if range_ms[r] != rng or offset_ms[r] != off:
+                    rng = range_ms[r]
+                    off = offset_ms[r]
+                    ref = tm - off
+                    lo = -((rng + t0_ms - ref) // st)
+                    if lo < 0:
+                        lo = 0
+                    hi = (ref - t0_ms) // st
+                    if hi > N - 1:
+                        hi = N - 1
+                    hi_c = hi if hi > 0 else 0
+                    mf = ml = mc = -1
+                before = CS[lo if lo < N else N, s]
+                cnt = CS[hi_c + 1, s] - before if hi >= lo else 0
+                has = cnt > 0
+                last = 0
+                first = 0
+                if has:
+                    last = PV[hi_c, s]
+                    first = POS[before if before < cap - 1 else cap - 1, s]
+                if ext:
+                    ok = cnt >= 2
+                    fv = V[first, s]
+                    lv = V[last, s]
+                    result = lv - fv
+                    if ok and counter:
+                        nres = RC[last, s] - RC[first, s]
+                        if nres == 1:
+                            result = result + PREV[LR[last, s], s]
+                        elif nres >= 2:
+                            rv = V[last, s] - V[first, s]
+                            prev = V[first, s]
+                            for j in range(first + 1, last + 1):
+                                x = V[j, s]
+                                if x != x:
+                                    continue
+                                if x < prev:
+                                    rv += prev
+                                prev = x
+                            result = rv
+                    # divisions are slow: what depends only on the window, first, last and count is computed once
+                    # for a run of rows that share them (the same operations, so the same values)
+                    if first != mf or last != ml or cnt != mc:
+                        mf = first
+                        ml = last
+                        mc = cnt
+                        ft = t0_ms + first * st
+                        lt = t0_ms + last * st
+                        d_start0 = np.float64(ft - (tm - (rng + off))) / 1000
+                        d_end = np.float64(ref - lt) / 1000
+                        sampled = np.float64(lt - ft) / 1000
+                        avg = sampled / np.float64(cnt - 1)
+                        thr = avg * 1.1
+                        half = avg / 2
+                        f0_ok = False
+                        f_r_ok = False
+                    d_start = d_start0
+                    zeroed = False
+                    if has_counter and counter and result > 0 and fv >= 0:
+                        d_zero = sampled * (fv / result)
+                        if d_zero < d_start:
+                            d_start = d_zero
+                            zeroed = True
+                    if zeroed or not f0_ok:
+                        e = sampled + (d_start if d_start < thr else half)
+                        e = e + (d_end if d_end < thr else half)
+                        factor = e / sampled
+                        if not zeroed:
+                            f0 = factor
+                            f0_ok = True
+                    else:
+                        factor = f0
+                    if has_rate:
+                        rr = rs[r]
+                        if zeroed:
+                            factor = factor / rr
+                        elif f_r_ok and rr == f_rs:
+                            factor = f_r
+                        else:
+                            factor = factor / rr
+                            f_rs = rr
+                            f_r = factor
+                            f_r_ok = True
+                    out_v[r, t] = result * factor
+                    out_p[r, t] = ok
+                else:
+                    if code == 3:
+                        out_v[r, t] = np.float64(CC[last, s] - CC[first, s])
+                    elif code == 4:
+                        out_v[r, t] = np.float64(RC[last, s] - RC[first, s])
+                    elif code == 5:
+                        out_v[r, t] = np.float64(cnt)
+                    elif code == 6:
+                        out_v[r, t] = V[last, s]
+                    else:
+                        out_v[r, t] = 1.0
+                    out_p[r, t] = has
+        return out_v, out_p
+
+    @njit(cache=True, error_model="numpy")
+    def extend(B, idx, c0, check, V, CS, PV, POS, PREV, RC, CC, LR):
+        # B: (columns, slots) new values, starting at column c0 - 1 when ``check`` (that column is compared with
+        # the tape first: False if it changed, nothing written), else at c0; see tape.Tape._extend
+        n = idx.shape[0]
+        k0 = 0
+        if check:
+            for i in range(n):
+                a = B[0, i]
+                b = V[c0 - 1, idx[i]]
+                if not (a == b or (a != a and b != b)):
+                    return False
+            k0 = 1
+        K = B.shape[0] - k0
+        if c0 == 0:
+            for i in range(n):
+                CS[0, idx[i]] = 0
+        for k in range(K):
+            c = c0 + k
+            for i in range(n):
+                s = idx[i]
+                x = B[k0 + k, i]
+                V[c, s] = x
+                if c > 0:
+                    pp = PV[c - 1, s]
+                    rc0 = RC[c - 1, s]
+                    cc0 = CC[c - 1, s]
+                    lr0 = LR[c - 1, s]
+                else:
+                    pp = -1
+                    rc0 = 0
+                    cc0 = 0
+                    lr0 = 0
+                prev = V[pp, s] if pp >= 0 else 0.0
+                PREV[c, s] = prev
+                cs = CS[c, s]
+                if x == x:
+                    POS[cs, s] = c
+                    CS[c + 1, s] = cs + 1
+                    PV[c, s] = c
+                    if pp >= 0:
+                        if x < prev:
+                            rc0 += 1
+                            lr0 = c
+                        if x != prev:
+                            cc0 += 1
+                else:
+                    CS[c + 1, s] = cs
+                    PV[c, s] = pp
+                RC[c, s] = rc0
+                CC[c, s] = cc0
+                LR[c, s] = lr0
+        return True
+
+    return window, extend
+
+
+import numpy as np  # noqa: E402  (used inside the kernels)
