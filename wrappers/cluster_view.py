@@ -182,6 +182,25 @@ class ClusterView:
                 return "\n".join(lines) + "\n" if lines else ""
         return ""
 
+    def source_changed(self, service: str) -> bool:
+        """``bool(latest_diff(service))`` without rendering the diff where the twin still holds the revision's two
+        trees (``diff_of``, kept until a history read renders it): the rendered diff has a source-file section with
+        hunks exactly when some file's text differs between them (a missing file reads as '', and difflib writes a
+        hunk whenever the two line lists differ; the files come first in the diff, so the first differing one opens
+        a kept section). Elsewhere the rendered diff's sections. tests/wrappers compare it with
+        ``bool(latest_diff)`` for every service at every step of whole episodes."""
+        ch = self.last_change_kind(service)
+        if ch is None or ch[2] != "build":
+            return False
+        for rev, meta, _ in self.revisions(service):
+            if rev == ch[0]:
+                trees = meta.get("diff_of")
+                if trees is not None:
+                    old, new = trees[0], trees[1]
+                    return any((old.get(p) or "") != (new.get(p) or "") for p in old.keys() | new.keys())
+                return bool(_source_sections((_render_diff(meta) or "").splitlines()))
+        return False
+
     # -- nodes --------------------------------------------------------------------------------------
     def node_names(self) -> list[str]:
         return [n.name for n in self.b.cluster.nodes]

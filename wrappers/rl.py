@@ -372,15 +372,16 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _deployment_features(self, cv: ClusterView, s: str) -> tuple:
         """(env drift, cpu drift, memory drift, replica drift, last change (`ClusterView.last_change_kind`), revisions
-        during the marathon, time of the last change or None, thunk of its source diff, desired replicas) of
-        service ``s``, computed from the cluster (`_update_deployments` keeps them per deployment spec)."""
+        during the marathon, time of the last change or None, thunk: whether its diff changed a source file
+        (`ClusterView.source_changed`, for the mask), desired replicas) of service ``s``, computed from the cluster
+        (`_update_deployments` keeps them per deployment spec)."""
         env_d, cpu_d, mem_d, replicas, n_new, change, change_t = cv.summary(s)
         rep_d = replicas != self._spec[s].replicas
-        memo: list[str] = []
+        memo: list[bool] = []
 
-        def diff() -> str:
+        def diff() -> bool:
             if not memo:
-                memo.append(cv.latest_diff(s))
+                memo.append(cv.source_changed(s))
             return memo[0]
 
         return env_d, cpu_d, mem_d, rep_d, change, n_new, change_t, diff, replicas
@@ -604,7 +605,7 @@ class _Episode:
     """`RLView._observe`'s state for one marathon's backend: its `ClusterView`, per-fingerprint alert info
     (`RLView._alert_info`) and per-deployment features (`RLView._update_deployments`: ``dep_rows`` env, cpu,
     memory and replica drift and revisions / 5; ``dep_bits`` env, cpu and memory drift, the scale_restore
-    precondition and room to scale out; ``changed`` service index -> (last change, its time, diff thunk))."""
+    precondition and room to scale out; ``changed`` service index -> (last change, its time, source-change thunk))."""
 
     __slots__ = ("backend", "cv", "alert_info", "dep_keys", "dep_rows", "dep_bits", "changed")
 

@@ -30,7 +30,7 @@ def _run(app: str, seeds: list[int], prefer_act: float) -> dict[str, int]:
     alert-less (global) family were seen."""
     env = RLView(gym.make(IDS[app], injection_s=1200, observation_s=480, reference_run=False))
     rng = np.random.default_rng(len(app))
-    seen = {k: 0 for k in SERVICE_KINDS} | {"other": 0, "global": 0, "steps": 0}
+    seen = {k: 0 for k in SERVICE_KINDS} | {"other": 0, "global": 0, "steps": 0, "source_changed": 0}
     n_svc = len(env.services)
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
@@ -41,6 +41,10 @@ def _run(app: str, seeds: list[int], prefer_act: float) -> dict[str, int]:
                                      np.flatnonzero(obs["action_mask"] != ref["action_mask"]).tolist())
             cv = env._episode(env.unwrapped.marathon.backend).cv
             assert all(cv.summary(s) == cv._summary_plain(s) for s in env.services), (app, seed)
+            # the mask's source-change read (unrendered trees where the twin keeps them) = the rendered diff's
+            changed = [cv.source_changed(s) for s in env.services]
+            assert changed == [bool(cv.latest_diff(s)) for s in env.services], (app, seed)
+            seen["source_changed"] += sum(changed)
             per = env._firing()[0]   # what calls_for cites
             assert per == firing_reference(env) and list(per) == list(firing_reference(env)), (app, seed)
             mask = obs["action_mask"]
@@ -69,7 +73,7 @@ def test_observation_equals_reference_over_episodes(app, seeds, kinds):
     seen = _run(app, seeds, prefer_act=0.8)
     # the comparison covered states where each mask kind's precondition holds, flag/node/zone actions and
     # alerts naming no service
-    for kind in kinds + ("other", "global"):
+    for kind in kinds + ("other", "global", "source_changed"):
         assert seen[kind] > 0, (kind, seen)
 
 
