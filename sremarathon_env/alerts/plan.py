@@ -260,8 +260,8 @@ class _Pass(_Node):
 
 
 class _Agg(_Node):
-    """sum / count / group / max / min by group. A sum and a count are ``ufunc.at`` over the group index of the
-    input rows, which applies the rows in input order: Prometheus's row-after-row sum, bit for bit (it starts from
+    """sum / count / group / max / min by group. A sum and a count are ``ufunc.at`` over the group cell of each input
+    element, which applies the rows in input order: Prometheus's row-after-row sum, bit for bit (it starts from
     -0.0: ``-0.0 + x`` is ``x`` exactly; of two NaN operands numpy's loops may return either, as they do by shape in
     any of its reductions: no result shows a NaN's payload). A max or min reduces the rows in group order
     (``reduceat``, as the generic evaluator; the layouts cached by group index); a sum or count takes the layout at
@@ -275,7 +275,7 @@ class _Agg(_Node):
         self.gid = gid
         self.one_group = G == 1
         self.singletons = G == n
-        self.perm = self.order = self.starts = None
+        self.perm = self.order = self.starts = self._flat = None
         if self.singletons and n > 1:
             # a permutation: group g is row perm[g] (None where the rows are in group order already)
             perm = np.empty(n, dtype=np.intp)
@@ -341,14 +341,20 @@ class _Agg(_Node):
             self._laid = True
         # a group is present where any of its rows is (logical or: exact in any order)
         anyp = np.logical_or.reduceat(p if self.order is None else p[self.order], self.starts, axis=0)
-        if op == "sum":
-            out = np.full((self.G, E.T), -0.0)
-            np.add.at(out, gid, np.where(p, v, 0.0))
-            return out, anyp
-        if op == "count":
-            out = np.zeros((self.G, E.T))
-            np.add.at(out, gid, p.astype(np.float64))
-            return out, anyp
+        if op == "sum" or op == "count":
+            # ``add.at`` over the flat (group, time) cell of each (row, time) element, in row-major order: each
+            # cell takes its rows in input order, as ``add.at`` over the rows does (numpy's fast 1-D path)
+            T = E.T
+            fl = self._flat
+            if fl is None or fl[0] != T:
+                fl = self._flat = (T, (gid[:, None] * T + np.arange(T)).ravel())
+            if op == "sum":
+                out = np.full(self.G * T, -0.0)
+                np.add.at(out, fl[1], np.where(p, v, 0.0).ravel())
+            else:
+                out = np.zeros(self.G * T)
+                np.add.at(out, fl[1], p.astype(np.float64).ravel())
+            return out.reshape(self.G, T), anyp
         if op == "group":
             return np.ones((self.G, E.T)), anyp
         W = np.where(p, v, np.nan)

@@ -98,14 +98,28 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
     garbage collector), one in use stays.
     """
     global _MEMO, _MEMO_OLD
-    key = _memo_key(tag, inputs)
-    hit = _memo_hit(key, inputs)
-    if hit is not None:
-        return hit[1]
+    # (_memo_key and _memo_hit, inline: this runs for every node of every rebuild)
+    if len(inputs) == 1:
+        one = inputs[0]
+        key = (tag, id(one))
+        hit = _MEMO.get(key)
+        if hit is None:
+            hit = _MEMO_OLD.get(key)
+            if hit is not None:
+                _MEMO[key] = hit
+        if hit is not None and hit[0] is one:
+            return hit[1]
+        held: object = one
+    else:
+        key = (tag, tuple(map(id, inputs)))
+        hit = _memo_hit(key, inputs)
+        if hit is not None:
+            return hit[1]
+        held = inputs
     if len(_MEMO) >= MEMO_GENERATION:
         _MEMO_OLD, _MEMO = _MEMO, {}
     out = fn()
-    _MEMO[key] = (inputs[0] if len(inputs) == 1 else inputs, out)
+    _MEMO[key] = (held, out)
     return out
 
 
