@@ -174,9 +174,13 @@ class _Driver:
         self._ready: dict[int, tuple[Any, dict, list]] = {}   # tick index -> result, computed ahead
         self._limit_k = 0                                      # ticks up to here may be computed ahead
         self._blocks = hasattr(self.backend, "at")
-        pipeline = BuildPipeline(load_app(self.cfg.app))
-        #: change-driven faults enter through the build pipeline the agent's patches use
-        self._build = lambda service, files: pipeline.build_change(self.backend, service, files)
+        self._pipeline = BuildPipeline(load_app(self.cfg.app))
+        self._active: list[_Live] = []   # the injected faults not yet ended (`live` order): what `_checks` checks
+
+    def _build(self, service: str, files: dict[str, str]) -> Any:
+        """Change-driven faults enter through the build pipeline the agent's patches use. (A method, not a closure
+        kept on the driver: a dropped driver is freed by reference counting, with its faults' handles.)"""
+        return self._pipeline.build_change(self.backend, service, files)
 
     def _k(self, t: float) -> int:
         return int(round(t / self.cfg.tick_s))
@@ -216,12 +220,13 @@ class _Driver:
             else:
                 still.append((ev, handles))
         self.noise_active = still
+        self._active = [lf for lf in self.live if lf.handle is not None and not lf.done]
         return events
 
     def _next_event_k(self) -> int:
         """The first tick at which an orchestrator event is due (a very large number when none is)."""
         times = [lf.start_s for lf in self.live if lf.handle is None]
-        times += [lf.end_s for lf in self.live if lf.handle is not None and not lf.done]
+        times += [lf.end_s for lf in self._active]
         if self.noise_pending:
             times.append(self.noise_pending[0].start_s)
         times += [ev.end_s for ev, _ in self.noise_active]
@@ -234,14 +239,13 @@ class _Driver:
         if not self.checks:
             return probes
         memo: dict = {}
-        for lf in self.live:
-            if lf.handle is not None and not lf.done:
-                art = bool(artifact_ok(lf.fault, lf.handle, view))   # a pure read: also serves `artifact` probes
-                probes[lf.instance_id] = {
-                    "active": bool(lf.handle.ok),
-                    "probe_ok": bool(probe_ok(lf.fault, view, memo, lf.handle, artifact=art)),
-                    "artifact_ok": art,
-                }
+        for lf in self._active:
+            art = bool(artifact_ok(lf.fault, lf.handle, view))   # a pure read: also serves `artifact` probes
+            probes[lf.instance_id] = {
+                "active": bool(lf.handle.ok),
+                "probe_ok": bool(probe_ok(lf.fault, view, memo, lf.handle, artifact=art)),
+                "artifact_ok": art,
+            }
         return probes
 
     def _run_deferred(self, k: int) -> tuple[Any, dict, list]:

@@ -189,6 +189,25 @@ def test_change_driven_faults_enter_through_the_build_pipeline():
     assert not h2.ok and "build rejected" in h2.message
 
 
+def test_a_dropped_marathons_driver_and_fault_handles_are_freed_without_the_cyclic_collector():
+    """The driver keeps no closure over itself (its build hook is a method): once a marathon is dropped, its driver
+    and the faults' handles go at once (reference counting), not at the next full collection."""
+    import gc
+    import weakref
+
+    m = _run()
+    assert any(lf.handle is not None for lf in m.driver.live)
+    refs = [weakref.ref(m.driver)] + [weakref.ref(lf) for lf in m.driver.live]
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del m
+        assert all(r() is None for r in refs)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 @pytest.mark.parametrize("app,policy", [("online-boutique", "oracle"), ("astronomy-shop", "random")])
 def test_the_scored_twin_following_the_reference_runs_tape_changes_no_bundle(app, policy, monkeypatch):
     """The scored twin takes the no-action reference run's taped numbers while its state-changing calls
