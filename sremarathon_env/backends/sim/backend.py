@@ -75,7 +75,9 @@ class _Tape:
     for other twins of the same app, seed, tick and load model (the run loop's scored twin follows the
     no-action reference run tick for tick until the agent acts). ``ticks``: tick -> chunk, a chunk is
     [first tick, outputs, task rates, traffic inputs per tick, dt, entry evidence (4, K), metric counter
-    increments (made on the first take), per-edge no-endpoint share]. A twin whose state-changing calls
+    increments (made on the first take), per-edge no-endpoint share, the per-service sums of the edge
+    columns the health history records (`SimBackend._into_cols`, made on the first take that records
+    history), the entry evidence records (`EntryEvidence`, frozen: shared)]. A twin whose state-changing calls
     (`SimBackend._note`) equal the taped run's is in its state and takes its state refreshes' inputs and
     snapshots, and its runs' cluster-side numbers too (``refresh``, ``epochs``, ``runs``). Per tick one
     dict entry, no object (few objects for the garbage collector to walk)."""
@@ -113,19 +115,19 @@ class _Tape:
             uh: np.ndarray) -> None:
         # the metric counter increments are made on the first take (a follower with metrics wants them;
         # a run loop's scored twin that acts at once never does)
-        chunk = [k0, out, task_rate, inputs, dt, evidence, None, uh]
+        chunk = [k0, out, task_rate, inputs, dt, evidence, None, uh, None, None]
         for j in range(len(inputs)):
             self.ticks[k0 + j] = chunk
 
     def take(self, runs: list[dict], layout: tuple[np.ndarray, np.ndarray]):
-        """(outputs, entry evidence (4, K), metric counter increments) of consecutive ``runs`` when every
-        tick's task rates and inputs equal a taped tick's (within one chunk), else None. ``layout``: the
-        taker's mesh layout (`mesh_layout`), for the increments."""
+        """(outputs, entry evidence (4, K), metric counter increments, the chunk, its ticks' offsets ``a, j``
+        in it) of consecutive ``runs`` when every tick's task rates and inputs equal a taped tick's (within
+        one chunk), else None. ``layout``: the taker's mesh layout (`mesh_layout`), for the increments."""
         first = runs[0]
         chunk = self.ticks.get(first["k0"])
         if chunk is None:
             return None
-        c0, out, tr, inputs, dt, evidence, incs, uh = chunk
+        c0, out, tr, inputs, dt, evidence, incs, uh = chunk[:8]
         if dt != first["dt"]:
             return None
         a = j = first["k0"] - c0
@@ -146,7 +148,25 @@ class _Tape:
             j += K
         if incs is None:   # elementwise along ticks: any window of them is that window's own increments
             incs = chunk[6] = traffic_increments(*layout, out, uh, dt)
-        return window(out, a, j), evidence[:, a:j], incs.window(a, j)
+        return window(out, a, j), evidence[:, a:j], incs.window(a, j), chunk, a, j
+
+    @staticmethod
+    def records(chunk: list, a: int, j: int, make) -> list:
+        """The entry evidence records of a chunk's ticks ``a .. j-1`` (``make(first tick, evidence)``: the
+        records of the whole chunk, made once; each tick's record is that tick's alone)."""
+        recs = chunk[9]
+        if recs is None:
+            recs = chunk[9] = make(chunk[0], chunk[5])
+        return recs[a:j]
+
+    @staticmethod
+    def into(chunk: list, a: int, j: int, make) -> np.ndarray:
+        """The per-service sums of the edge columns of a chunk's ticks ``a .. j-1`` (``make(outputs)``: those
+        of the whole chunk, made once; elementwise along ticks, so a window's are the window's own)."""
+        into = chunk[8]
+        if into is None:
+            into = chunk[8] = make(chunk[1])
+        return into[a:j]
 
 
 def _fp_part(x: Any) -> Any:
@@ -415,7 +435,7 @@ class SimBackend:
             if tape is not None:
                 hit = tape.take(runs, (self.writer.mesh_edges, self.writer.src_mask))
         if hit is not None:
-            out, evidence, incs = hit
+            out, evidence, incs = hit[:3]
         else:
             tr = first["task_rate"] if len(runs) == 1 else np.concatenate([r["task_rate"] for r in runs], axis=0)
             # runs under the same inputs (a cluster change that left them as they were) step as one run:
@@ -439,8 +459,14 @@ class SimBackend:
                 a += r["K"]
             self.writer.write_traffic(first["k0"], a, dt, out, uh, bounds, incs)
         if first["rows"] is None:   # an evidence-only span: no health history
-            return self._evidence_of(first["k0"], evidence if evidence is not None else self._evidence_arrays(out, dt))
-        into = self._svc_in(self._into_cols(out))
+            records = self._evidence_of(first["k0"], evidence if evidence is not None else self._evidence_arrays(out, dt))
+            if hit is None and self._tape is not None:   # kept for the followers' takes
+                self._tape.ticks[first["k0"]][9] = records
+            return records
+        if hit is not None:
+            into = _Tape.into(*hit[3:], self._into_of)
+        else:
+            into = self._into_of(out)
         # the runs are consecutive ticks: the traffic fields are recorded for all of them at once, then
         # each run's own cluster state (ready endpoints, reasons, app errors, epoch) over its ticks
         rows = np.concatenate([r["rows"] for r in runs], axis=0) if len(runs) > 1 else runs[0]["rows"]
@@ -461,7 +487,13 @@ class SimBackend:
         for r in runs:
             for fix in r["after"]:
                 fix()
+        if hit is not None:
+            return _Tape.records(*hit[3:], self._evidence_of)
         return self._evidence_of(first["k0"], evidence if evidence is not None else self._evidence_arrays(out, dt))
+
+    def _into_of(self, out) -> np.ndarray:
+        """(K, 6, S): the per-edge columns of `_into_cols` summed into each callee service."""
+        return self._svc_in(self._into_cols(out))
 
     @staticmethod
     def _into_cols(out) -> np.ndarray:

@@ -304,3 +304,19 @@ def test_an_effect_that_ends_with_its_pods_is_noted_at_its_tick_however_advances
     assert scored.state_digest() == untaped.state_digest()
     assert builds == [0] and scored._follow is not None   # every later refresh taken from the tape
     assert_same_twins(scored, untaped)
+
+
+def test_a_chunks_service_sums_and_evidence_records_of_a_window_are_the_windows_own():
+    """A follower takes a window of a taped chunk's per-service edge sums and entry evidence records (made
+    once per chunk): each equals what the window's own outputs give, bit for bit."""
+    sim = SimBackend("online-boutique", seed=1)
+    sim.advance_to(60.0)
+    out = sim.tm.step(sim._task_rates(5, 9), sim.inputs)
+    ev = sim._evidence_arrays(out, 15.0)
+    chunk = [5, out, None, None, 15.0, ev, None, None, None, None]
+    for a, j in ((0, 9), (3, 7), (8, 9), (0, 1)):
+        got = backend_mod._Tape.into(chunk, a, j, sim._into_of)
+        assert np.array_equal(got, sim._into_of(window(out, a, j)))
+        recs = backend_mod._Tape.records(chunk, a, j, sim._evidence_of)
+        assert recs == sim._evidence_of(5 + a, sim._evidence_arrays(window(out, a, j), 15.0))
+    assert chunk[8].shape == (9, 6, sim.m.S) and len(chunk[9]) == 9   # made once, for the whole chunk
