@@ -472,9 +472,10 @@ class PromQLEngine:
             snames = tuple(names[i] for i in order)
             pick = (lambda va: (va[0],)) if len(order) == 1 else itemgetter(*order)
             pos = {nm: i for i, nm in enumerate(names)}
-            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick, tuple(nm + "\x01" for nm in snames),
-                                            (fam.name, names))
-        _, info, pos, snames, pick, heads, shape = ent
+            # the sort key's template: name, \x01, value, \x00 for each pair (names escaped for %)
+            tmpl = "".join(nm.replace("%", "%%") + "\x01%s\x00" for nm in snames)
+            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick, tmpl, (fam.name, names))
+        _, info, pos, snames, pick, tmpl, shape = ent
         if len(info) >= n:
             return info, pos
         name = (fam.name,)
@@ -497,7 +498,7 @@ class PromQLEngine:
                     else:
                         lb = tuple(zip(snames, pv))
                         # _sort_key(lb): name, \x01, value, \x00 for each pair
-                        text = "\x00".join(map(str.__add__, heads, pv)) + "\x00"
+                        text = tmpl % pv
                         it = (va, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
                 if _row_items_add():
                     new_d, old_d = _row_items(shape)

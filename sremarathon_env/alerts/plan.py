@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right
-from itertools import compress
+from itertools import chain, compress, repeat
 from operator import itemgetter
 
 import numpy as np
@@ -1239,11 +1239,15 @@ class PackPlan:
         if not rhs.labels:
             return _SetAndUnless(node.op, lhs, rhs, None, None, None)
         rsig = _sig_index(Vec(rhs.labels, None, None), on, names)  # type: ignore[arg-type]
-        gi = {s: k for k, s in enumerate(rsig)}
-        r_order = np.concatenate([np.asarray(rows, dtype=np.intp) for rows in rsig.values()])
-        sizes = np.array([len(rows) for rows in rsig.values()])
-        r_starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
-        lmap = np.array([gi.get(s, len(rsig)) for s in lsigs], dtype=np.intp)
+        G = len(rsig)
+        gi = dict(zip(rsig, range(G)))
+        groups = rsig.values()
+        sizes = np.fromiter(map(len, groups), dtype=np.intp, count=G)
+        # the right rows signature by signature, and where each signature's rows start
+        r_order = np.fromiter(chain.from_iterable(groups), dtype=np.intp, count=int(sizes.sum()))
+        r_starts = np.zeros(G, dtype=np.intp)
+        np.cumsum(sizes[:-1], out=r_starts[1:])
+        lmap = np.fromiter(map(gi.get, lsigs, repeat(G)), dtype=np.intp, count=len(lsigs))
         return _SetAndUnless(node.op, lhs, rhs, r_order, r_starts, lmap)
 
     def _vec_vec(self, node: S.Bin, lhs: _Node, rhs: _Node) -> _Node | None:
@@ -1254,7 +1258,7 @@ class PackPlan:
         one_idx = _sig_index(one_vec, on, names)
         if len(one_idx) != len(one.labels):  # a signature with more than one row
             return None
-        firsts = np.array([rows[0] for rows in one_idx.values()], dtype=np.intp)
+        firsts = np.fromiter(map(itemgetter(0), one_idx.values()), dtype=np.intp, count=len(one_idx))
         drop = node.op in ARITH_FUNCS or node.return_bool
         pairs_m, pairs_o, labels = memo(("vv", drop, card, on, names, node.include), (many.labels, one.labels),
                                         lambda: _pairs(many.labels, one.labels, one_idx, drop, card, on, names, node.include))

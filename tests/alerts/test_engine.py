@@ -251,3 +251,28 @@ def test_template_expansion_equals_its_definition():
             template = "".join(rng.choice(pieces, size=int(rng.integers(0, 7))).tolist())
             assert _go_expand(template, m) == _expand_by_definition(template, m), repr(template)
             assert _go_expand(template, m) == _expand_by_definition(template, m), repr(template)   # parsed once
+
+
+def test_row_items_equal_their_definition():
+    """``_row_info`` makes each row's (name and values, label set, sort key) with a per-family template; the
+    items equal the definition: the sorted non-empty (name, value) pairs and ``_sort_key`` of them (None where a
+    value holds \\x00 or \\x01), for label names with ``%`` and values with format characters."""
+    from sremarathon_env.alerts import engine as EN
+
+    rng = np.random.default_rng(11)
+    values = ["a", "", "b%s", "%", "x\x00", "y\x01z", "pod-1", "%%d", "{0}", "\\", "é"]
+    for case in range(60):
+        names = tuple(rng.choice(["pod", "a%s", "zeta", "le", "container", "b%"], size=int(rng.integers(1, 4)),
+                                 replace=False).tolist())
+        store = MetricStore(step_s=15.0)
+        fam = store.family(f"m{case}", names)
+        rows = {tuple(rng.choice(values, size=len(names)).tolist()) for _ in range(int(rng.integers(1, 12)))}
+        fam.rows(sorted(rows))
+        EN._ROW_ITEMS.clear()
+        EN._ROW_ITEMS_OLD.clear()
+        info, pos = PromQLEngine(store)._row_info(fam, len(fam))
+        for lv, (va, lb, key) in zip(fam._label_values, info):
+            assert va == (fam.name,) + tuple(lv)
+            want = tuple(sorted((k, v) for k, v in zip(("__name__",) + names, va) if v != ""))
+            assert lb == want and key == _sort_key(want)
+        assert all(va[pos[n]] == va[i] for va, _, _ in info for i, n in enumerate(("__name__",) + names))
