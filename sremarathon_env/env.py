@@ -246,8 +246,8 @@ class SREMarathonEnv(gym.Env):
         cfg = self.config.model_copy(update={"seed": scenario_seed, "bundle_dir": self._bundle_path})
         self.marathon = Marathon(cfg)
         self._log = []
-        self.marathon.start()
-        self._schedule_digest = self.marathon.schedule.digest()
+        self.marathon.start(observe=False)   # the env builds its own observation
+        self._schedule_digest = self.marathon.schedule_digest
         self._running = 0.0
         self._prev_score = float(self.marathon.score)
         self._last_error = None
@@ -424,7 +424,7 @@ class SREMarathonEnv(gym.Env):
             self._bundle_path = self._episode_dir(cfg.seed)
             cfg = cfg.model_copy(update={"bundle_dir": self._bundle_path})
         m = self.marathon = Marathon(cfg)
-        m.start()
+        m.start(observe=False)
         for op in self._log:
             if op[0] == "call":
                 m.call(op[1], op[2])

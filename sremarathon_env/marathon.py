@@ -357,13 +357,15 @@ class Marathon:
         self._invocation_closed = True
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> dict[str, Any]:
-        """Build schedule, backend, alerts and recorder; run to the first invocation."""
+    def start(self, observe: bool = True) -> dict[str, Any] | None:
+        """Build schedule, backend, alerts and recorder; run to the first invocation. Returns the `observation`
+        (None with ``observe=False``: for callers that observe the marathon their own way, like the env)."""
         from scoring import IncrementalScorer
         from sremarathon_env.alerts import AlertEngine, PromQLEngine
 
         cfg = self.config
         self.schedule = _schedule(cfg.schedule_key())
+        self.schedule_digest = self.schedule.digest()   # recorded in the schedule record; the env reports it
         self.backend = _make_backend(cfg)
         self.driver = _Driver(cfg, self.backend, self.schedule)
         self.rule_pack = _rule_pack()
@@ -391,7 +393,7 @@ class Marathon:
         self.started = True
         self._run_until(cfg.cadence_s)
         self._begin_invocation()
-        return self.observation()
+        return self.observation() if observe else None
 
     def _schedule_record(self) -> dict[str, Any]:
         faults = []
@@ -408,7 +410,7 @@ class Marathon:
             })
         noise = [{"noise_id": e.id, "kind": e.kind, "t": float(e.start_s), "duration_s": float(e.end_s - e.start_s),
                   "target": e.service or e.path or "", "detail": dict(e.params)} for e in self.schedule.noise]
-        return {"faults": faults, "noise": noise, "schedule_digest": self.schedule.digest()}
+        return {"faults": faults, "noise": noise, "schedule_digest": self.schedule_digest}
 
     def _append(self, kind: str, t: float, data: Any) -> None:
         rec = self.recorder.append(kind, t, data)
@@ -435,9 +437,10 @@ class Marathon:
         for tt, data in ticks:
             self._append("tick", tt, data)
             for tr in by_t.pop(tt, ()):
-                self._append("alert", tt, {"t": tt, "alertname": tr.alertname, "labels": dict(tr.labels),
+                labels = dict(tr.labels)
+                self._append("alert", tt, {"t": tt, "alertname": tr.alertname, "labels": labels,
                                            "fingerprint": tr.fingerprint, "state": tr.state,
-                                           "severity": dict(tr.labels).get("severity")})
+                                           "severity": labels.get("severity")})
         for tt in sorted(by_t):  # transitions at times without a tick record (not expected): keep order
             for tr in by_t[tt]:
                 rt = max(tt, self.now)
