@@ -157,6 +157,39 @@ class _Sel(_Node):
         return vals, (vals == vals) if ok_all else (vals == vals) & ok[None, :]
 
 
+_MINMAX = ("max_over_time", "min_over_time")
+
+
+def _minmax_windows(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, is_max: bool) -> tuple:
+    """``max_over_time`` / ``min_over_time`` (``rangefuncs``) of the rows ``v`` (a sample is present where it is not
+    NaN) over the inclusive column windows ``lo .. hi`` (per evaluation time), without its loop over window
+    positions: the function keeps the first present sample and replaces it by a strictly greater (smaller) one,
+    so its result is the window's extreme (``fmax`` / ``fmin`` ignore the absent NaN), and where that is a zero,
+    the window's first zero (``fmax`` may return either of two zeros; the function keeps the first). Where a
+    window has no sample, the value is the block's first column, as the function leaves it."""
+    n, G = v.shape
+    T = len(lo)
+    lo = np.minimum(np.maximum(lo, 0), G)
+    hi = np.minimum(np.maximum(hi, -1), G - 1)
+    L = int((hi - lo + 1).max()) if T and G else 0
+    if L <= 0:
+        return np.zeros((n, T)), np.zeros((n, T), bool)
+    idx = lo[None, :] + np.arange(L)[:, None]   # (L, T)
+    valid = idx <= hi[None, :]
+    W = v[:, np.minimum(idx, G - 1)]   # (n, L, T)
+    if not valid.all():
+        W = np.where(valid[None, :, :], W, np.nan)
+    ok = ~np.isnan(W).all(axis=1)
+    m = (np.fmax if is_max else np.fmin).reduce(W, axis=1)
+    zero = m == 0
+    if zero.any():
+        first = np.argmax(W == 0, axis=1)   # (n, T): the first zero of each window (where the extreme is one)
+        m = np.where(zero, np.take_along_axis(W, first[:, None, :], axis=1)[:, 0, :], m)
+    if not ok.all():
+        m = np.where(ok, m, v[:, :1])
+    return m, ok
+
+
 class _RangeGroup:
     """All batched calls of one range function with equal range, offset and @."""
 
@@ -192,9 +225,12 @@ class _RangeGroup:
             cols = np.arange(c0, c1 + 1)
             blocks = [_gather(flat, perm, E.n_ticks, slice(c0, c1 + 1)) for flat, perm in self.members]
             v = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
-        w = Win([], v, ~np.isnan(v), p.t0_ms + cols.astype(np.int64) * st, lo_abs - c0, hi_abs - c0,
-                self.range_ms, self.offset_ms)
-        rv, rp = RANGE_FUNCS[self.name](w, E.times, None)
+        if self.name in _MINMAX:
+            rv, rp = _minmax_windows(v, lo_abs - c0, hi_abs - c0, self.name == "max_over_time")
+        else:
+            w = Win([], v, ~np.isnan(v), p.t0_ms + cols.astype(np.int64) * st, lo_abs - c0, hi_abs - c0,
+                    self.range_ms, self.offset_ms)
+            rv, rp = RANGE_FUNCS[self.name](w, E.times, None)
         self._out = (np.asarray(rv, dtype=np.float64), rp)
         self._stamp = E
         return self._out
