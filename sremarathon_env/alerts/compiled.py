@@ -1,7 +1,7 @@
 """Optional compiled (numba) versions of the tape's two hot loops: the window kernel and the tape extension.
 
-The numpy code in ``tape`` is the reference. These kernels do the same arithmetic one (row, time) or one
-(column, slot) cell at a time, fused in one pass, with the operations of the numpy formulas in the same order
+The numpy code in ``tape`` is the reference. These kernels do the same arithmetic one (time, row) or one
+(column, slot) cell at a time, fused in one pass (the extension reads each family's store rows directly), with the operations of the numpy formulas in the same order
 (no fast-math, no reassociation, no parallel reductions), so their results are the same bits (see
 tests/alerts/test_compiled.py). They are used only where numba imports and the environment variable
 ``SREMARATHON_NUMBA`` is not ``0``; ``kernels()`` says which (None: the numpy path runs).
@@ -63,7 +63,7 @@ def _define(njit):
     """The kernels, compiled lazily by numba at their first call (cached on disk)."""
 
     @njit(cache=True, error_model="numpy")
-    def window(CS, PV, POS, V, RC, CC, LR, PREV, slots, range_ms, offset_ms, codes, rs, times,
+    def window(CS, PV, POS, V, RC, CC, LR, slots, range_ms, offset_ms, codes, rs, times,
                t0_ms, st, N, cap, has_counter, has_rate):
         # the summary arrays are the tape's underlying (columns, slots) arrays; see tape.window_kernel for the
         # formulas, which this follows operation by operation
@@ -116,7 +116,7 @@ def _define(njit):
                     if ok and counter:
                         nres = RC[last, s] - RC[first, s]
                         if nres == 1:
-                            result = result + PREV[LR[last, s], s]
+                            result = result + V[PV[LR[last, s] - 1, s], s]
                         elif nres >= 2:
                             rv = V[last, s] - V[first, s]
                             prev = V[first, s]
@@ -188,27 +188,24 @@ def _define(njit):
         return out_v, out_p
 
     @njit(cache=True, error_model="numpy")
-    def extend(B, idx, c0, check, V, CS, PV, POS, PREV, RC, CC, LR):
-        # B: (columns, slots) new values, starting at column c0 - 1 when ``check`` (that column is compared with
-        # the tape first: False if it changed, nothing written), else at c0; see tape.Tape._extend
-        n = idx.shape[0]
-        k0 = 0
+    def extend(data, rows, slots, c0, c1, check, V, CS, PV, POS, RC, CC, LR):
+        # columns [c0, c1) of the store rows ``rows`` of one family (its ``_data``) into the tape's slots ``slots``,
+        # column by column (the tape's arrays are (columns, slots)); when ``check``, column c0 - 1 is compared
+        # with the tape first: False if it changed (nothing of this family written). See tape.Tape._extend.
+        n = rows.shape[0]
         if check:
             for i in range(n):
-                a = B[0, i]
-                b = V[c0 - 1, idx[i]]
+                a = data[rows[i], c0 - 1]
+                b = V[c0 - 1, slots[i]]
                 if not (a == b or (a != a and b != b)):
                     return False
-            k0 = 1
-        K = B.shape[0] - k0
         if c0 == 0:
             for i in range(n):
-                CS[0, idx[i]] = 0
-        for k in range(K):
-            c = c0 + k
+                CS[0, slots[i]] = 0
+        for c in range(c0, c1):
             for i in range(n):
-                s = idx[i]
-                x = B[k0 + k, i]
+                s = slots[i]
+                x = data[rows[i], c]
                 V[c, s] = x
                 if c > 0:
                     pp = PV[c - 1, s]
@@ -221,7 +218,6 @@ def _define(njit):
                     cc0 = 0
                     lr0 = 0
                 prev = V[pp, s] if pp >= 0 else 0.0
-                PREV[c, s] = prev
                 cs = CS[c, s]
                 if x == x:
                     POS[cs, s] = c

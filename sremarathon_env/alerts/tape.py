@@ -7,8 +7,7 @@ asked about ("slot"), arrays over all columns seen so far, each extended by the 
 
 * the values, the running count of present samples, the index of the last present sample at or
   before each column, the column of the j-th present sample;
-* counter resets and value changes (running counts, the last reset's column, the previous present
-  value at each column).
+* counter resets and value changes (running counts, the last reset's column).
 
 With them one window reduction is a handful of gathers per (series, time), whatever the window's
 length, and ``window_kernel`` evaluates rate / increase / delta / changes / resets /
@@ -99,6 +98,8 @@ POOL_MIN_BYTES = 1 << 20
 #: slot capacities are rounded up to a multiple of this, so that the tapes of one app's episodes (a few slots more or
 #: less) get arrays of the same shapes, whose used cells lie on the pages the previous tape used
 SLOT_ROUND = 256
+#: items (of 8 bytes) between the starts of consecutive summary arrays in their buffers (see ``Tape._alloc``)
+STAGGER = 8
 
 
 def _buffer(n_items: int) -> np.ndarray:
@@ -224,9 +225,17 @@ class Tape:
             outs.append(got)
         return np.concatenate(outs) if outs else np.zeros(0, dtype=np.intp)
 
-    #: the summary arrays, their dtypes
-    _ARRAYS = (("V", np.float64, 0), ("CS", np.int64, 1), ("PV", np.int64, 0), ("POS", np.int64, 0),
-               ("PREV", np.float64, 0), ("RC", np.int64, 0), ("CC", np.int64, 0), ("LR", np.int64, 0))
+    #: the summary arrays, their dtypes (int: column indices and counts, int32 unless an array would have 2**31
+    #: cells or more, see ``_int_dtype``) and extra columns
+    _ARRAYS = (("V", np.float64, 0), ("CS", int, 1), ("PV", int, 0), ("POS", int, 0),
+               ("RC", int, 0), ("CC", int, 0), ("LR", int, 0))
+
+    @staticmethod
+    def _int_dtype(n_slots: int, cap: int):
+        """int32 for the integer arrays (half the memory traffic of int64) where every flat offset
+        ``column * n_slots + slot`` of them fits in it (then so does every product of a value and ``n_slots``
+        the window kernel forms: values are columns or counts, at most ``cap``); int64 beyond."""
+        return np.int32 if (cap + 1) * n_slots < 2 ** 31 else np.int64
 
     def _alloc(self, n_slots: int, cap: int) -> None:
         """Uninitialised arrays: every cell is written before it is read. A slot's columns [0, N) are written
@@ -236,17 +245,24 @@ class Tape:
         never touched (no page of them is faulted in) and growing copies only what was written."""
         self.cap_s, self.cap_t = n_slots, cap
         # V: values; CS: present samples in columns [0, k); PV: last present column <= k; POS: column of the
-        # j-th present sample; PREV: value of the previous present sample (0 if none); RC: counter resets in
-        # columns [0, k]; CC: value changes in columns [0, k]; LR: last reset column <= k (0 if none)
+        # j-th present sample; RC: counter resets in columns [0, k]; CC: value changes in columns [0, k]; LR: last
+        # reset column <= k (0 if none). The value before a reset at column c is V[PV[c - 1]].
         # column-major: a (slots, columns) view of a (columns, slots) array, so that the columns written so far
         # are all the memory touched (row-major, a first sync touched every page of every row in use at once)
         # each array is a view of a buffer (fresh, or one a released tape gave back: see `release`)
+        # array k starts k * 64 bytes into its buffer: buffers are allocated alike (page-aligned), and a cell's
+        # address in the seven arrays, and in the next column (n_slots is a multiple of SLOT_ROUND), would be
+        # equal modulo 4 KiB - all in one set of the CPU's L1 cache, which per-cell loops over all arrays thrash
         self._bufs = []
-        for name, dt, extra in self._ARRAYS:
+        it = self._int_dtype(n_slots, cap)
+        for k, (name, dt, extra) in enumerate(self._ARRAYS):
+            dt = np.dtype(it if dt is int else dt)
             n = (cap + extra) * n_slots
-            buf = _buffer(n)
+            words = -(-n * dt.itemsize // 8)   # the buffers are float64
+            o = STAGGER * k
+            buf = _buffer(words + o)
             self._bufs.append(buf)
-            setattr(self, name, buf[:n].view(dt).reshape(cap + extra, n_slots).T)
+            setattr(self, name, buf[o : o + words].view(dt)[:n].reshape(cap + extra, n_slots).T)
 
     def release(self) -> None:
         """Give the summary arrays' buffers to the next tapes (the owner is done with this tape: a marathon that
@@ -361,13 +377,13 @@ class Tape:
         cap_s = self.cap_s
         # the underlying (columns, slots) arrays
         V, CS, PV, POS = self.V.T, self.CS.T, self.PV.T, self.POS.T
+        nb = kernels()
+        if nb is not None:   # the same summaries, one fused pass per family over its store rows (compiled.py)
+            return self._extend_compiled(nb, sl, idx, groups, c0, c1)
         B = np.empty((n_sl, c1 - g0))
         for fam, m, rows in groups:
             B[m] = fam._data[rows, g0:c1]
         B = np.ascontiguousarray(B.T)   # (columns, slots)
-        nb = kernels()
-        if nb is not None:   # the same summaries, one fused pass (compiled.py)
-            return nb.extend(B, idx, c0, g0 < c0, V, CS, PV, POS, self.PREV.T, self.RC.T, self.CC.T, self.LR.T)
         if g0 < c0:
             a, b = B[0], V[g0, sl]
             if not ((a == b) | ((a != a) & (b != b))).all():   # equal, NaN equal to NaN
@@ -392,7 +408,6 @@ class Tape:
         has_prev = pp >= 0
         prev = V.ravel().take(np.maximum(pp, 0) * cap_s + idx)
         prev = np.where(has_prev, prev, 0.0)
-        self.PREV.T[c0:c1, sl] = prev
         step = p & has_prev
         reset = step & (B < prev)
         change = step & (B != prev)
@@ -415,6 +430,19 @@ class Tape:
         # the j-th present sample of a slot is at column POS[slot, j]; flat offsets of present cells
         flat = (cs0 - 1 + cs) * cap_s + idx
         POS.ravel()[flat[p]] = np.broadcast_to(kidx, p.shape)[p]
+        return True
+
+
+    def _extend_compiled(self, nb, sl, idx, groups, c0: int, c1: int) -> bool:
+        """``_extend`` by the compiled kernel, family by family. A family whose column c0 - 1 changed stops it
+        (False) with the families before it written: the tape then starts again from column 0 (``sync``), which
+        writes every cell that can be read again."""
+        arrays = (self.V.T, self.CS.T, self.PV.T, self.POS.T, self.RC.T, self.CC.T, self.LR.T)
+        lo = sl.start if isinstance(sl, slice) else None   # positions in ``sl`` -> slots
+        for fam, m, rows in groups:
+            slots = (m if lo == 0 else m + lo) if lo is not None else idx[m]
+            if not nb.extend(fam._data, rows, slots, c0, c1, c0 > 0, *arrays):
+                return False
         return True
 
 
@@ -463,7 +491,7 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     cap = tape.cap_t
     nb = kernels()
     if nb is not None:   # the same values, one fused pass per (row, time) (compiled.py)
-        return nb.window(tape.CS.T, tape.PV.T, tape.POS.T, tape.V.T, tape.RC.T, tape.CC.T, tape.LR.T, tape.PREV.T,
+        return nb.window(tape.CS.T, tape.PV.T, tape.POS.T, tape.V.T, tape.RC.T, tape.CC.T, tape.LR.T,
                          spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
                          np.asarray(times, dtype=np.int64), int(t0_ms), int(st), int(N), int(cap),
                          spec.has_counter, spec.has_rate)
@@ -509,7 +537,10 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
             if nres.any():
                 one = nres == 1
                 pos = tape.LR.T.ravel().take(ilast)
-                result = np.where(one, result + tape.PREV.T.ravel().take(base + pos * S), result)
+                # the value before the last reset: at the last present column before it (the reset's column
+                # is >= 1, a reset needs an earlier sample)
+                before_reset = tape.PV.T.ravel().take(base + np.maximum(pos - 1, 0) * S)
+                result = np.where(one, result + V.take(base + np.maximum(before_reset, 0) * S), result)
                 for r, t in np.argwhere(nres >= 2):
                     a, b = int(first[r, t]), int(last[r, t])
                     row = tape.V[spec.slots[r]]
@@ -523,8 +554,9 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
                             rv += prev
                         prev = x
                     result[r, t] = rv
-        ft = t0_ms + first * st
-        lt = t0_ms + last * st
+        st64 = np.int64(st)   # (first and last may be int32: times in int64)
+        ft = t0_ms + first * st64
+        lt = t0_ms + last * st64
         with np.errstate(all="ignore"):
             d_start = (ft - win_start).astype(np.float64) / 1000
             d_end = (ref - lt).astype(np.float64) / 1000
