@@ -1348,62 +1348,72 @@ class SimBackend:
 
     def services_health(self, services: list[str], fields: tuple[str, ...]) -> np.ndarray:
         """Live health of many services at once: ``out[i, j] == service_health(services[i]).get(fields[j], 0.0)``
-        bit for bit (float64, shape ``(len(services), len(fields))``; unknown services and fields read 0.0)."""
+        bit for bit (float64, shape ``(len(services), len(fields))``; unknown services and fields read 0.0).
+        Column by column over all services: the same IEEE operations on the same numbers as the per-service
+        read (elementwise numpy; the p95 factor's exponential by ``math.exp``, as there)."""
         out = np.zeros((len(services), len(fields)))
         if not len(services) or not len(fields):
             return out
-        k = self._tick
-        H = self.history.svc[:, k, :].tolist()
-        c = self.cluster
         idx = self.m.svc_index
-        need_p95 = "p95_ms" in fields or "own_p95_ms" in fields
-        # the live per-pod fields for every service at once (what the per-service reads of `service_health`
-        # give): restarts summed over live pods (integer counts: exact in any order), the largest working
-        # set / limit over running ones (a max: exact in any order; NaN limits left out, none -> 0.0)
-        restarts = self._restart_counts().tolist() if "restarts" in fields else None
-        mem_util = None
-        if "mem_util" in fields:
-            n = len(c.pods)
-            run = np.flatnonzero(c.p_active[:n] & c.p_running[:n])
-            top = np.full(self.m.S, np.nan)
-            np.fmax.at(top, c.p_svc[run], self.pod_mem[run] / c.p_mem_lim[run])
-            mem_util = np.where(np.isnan(top), 0.0, top).tolist()
+        rows, cols = [], []
         for i, name in enumerate(services):
             s = idx.get(name)
-            if s is None:
-                continue
-            rate, fail, lat_w, sig_w, rho = H[0][s], H[1][s], H[2][s], H[3][s], H[4][s]
-            p95 = 0.0
-            if need_p95 and rate > 0:
-                sig = sig_w / rate
-                p95 = math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig)
-            row = out[i]
-            for j, f in enumerate(fields):
-                if f == "error_ratio":
-                    v = fail / rate if rate > 0 else 0.0
-                elif f == "p95_ms":
-                    v = lat_w / rate * p95 if rate > 0 else 0.0
-                elif f == "cpu_util":
-                    v = rho if math.isfinite(rho) else 0.0
-                elif f == "ready":
-                    v = float(self.ready_count[s])
-                elif f == "rate":
-                    v = rate
-                elif f == "own_error_ratio":
-                    v = H[10][s] / rate if rate > 0 else 0.0
-                elif f == "own_p95_ms":
-                    v = H[11][s] / rate * p95 if rate > 0 else 0.0
-                elif f == "lag":
-                    v = H[6][s] if s in self._lag_callee else 0.0
-                elif f == "desired":
-                    v = float(c.deployments[name].replicas)
-                elif f == "restarts":
-                    v = restarts[s]
-                elif f == "mem_util":
-                    v = mem_util[s]
-                else:
-                    continue
-                row[j] = v
+            if s is not None:
+                rows.append(i)
+                cols.append(s)
+        if not rows:
+            return out
+        c = self.cluster
+        S = self.m.S
+        H = self.history.svc[:, self._tick, :]
+        rate = H[0]
+        pos = rate > 0     # (NaN: False, as ``rate > 0`` is for the per-service read)
+        safe = np.where(pos, rate, 1.0)
+        p95 = None
+        if "p95_ms" in fields or "own_p95_ms" in fields:
+            sig = H[3][pos] / rate[pos]
+            p95 = np.zeros(S)
+            p95[pos] = [math.exp(v) for v in (-0.5 * sig * sig + 1.6448536269514722 * sig).tolist()]
+        every = np.zeros((len(fields), S))   # each field's value for every service
+        for j, f in enumerate(fields):
+            v = every[j]
+            if f == "error_ratio":
+                np.divide(H[1], safe, out=v, where=pos)
+            elif f == "p95_ms":
+                np.divide(H[2], safe, out=v, where=pos)
+                v *= p95
+            elif f == "cpu_util":
+                rho = H[4]
+                np.copyto(v, rho, where=np.isfinite(rho))
+            elif f == "ready":
+                v[:] = self.ready_count
+            elif f == "rate":
+                v[:] = rate
+            elif f == "own_error_ratio":
+                np.divide(H[10], safe, out=v, where=pos)
+            elif f == "own_p95_ms":
+                np.divide(H[11], safe, out=v, where=pos)
+                v *= p95
+            elif f == "lag":
+                lagged = sorted(set(self._lag_callee))
+                v[lagged] = H[6][lagged]
+            elif f == "desired":
+                for s_ in set(cols):
+                    v[s_] = float(c.deployments[self.m.svc_names[s_]].replicas)
+            elif f == "restarts":
+                # restarts summed over live pods (integer counts: exact in any order)
+                v[:] = self._restart_counts()
+            elif f == "mem_util":
+                # the largest working set / limit over running pods (a max: exact in any order; NaN limits
+                # left out, none -> 0.0)
+                n = len(c.pods)
+                run = np.flatnonzero(c.p_active[:n] & c.p_running[:n])
+                top = np.full(S, np.nan)
+                np.fmax.at(top, c.p_svc[run], self.pod_mem[run] / c.p_mem_lim[run])
+                np.copyto(v, top, where=~np.isnan(top))
+        if len(services) == S and rows == cols:   # every service, in model order
+            return every.T.copy()
+        out[rows] = every.T[cols]
         return out
 
     def path_health(self, path: str | None = None, at: float | None = None) -> dict[str, float]:
