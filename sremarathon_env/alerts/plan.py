@@ -300,8 +300,8 @@ class _Agg(_Node):
     element, which applies the rows in input order: Prometheus's row-after-row sum, bit for bit (it starts from
     -0.0: ``-0.0 + x`` is ``x`` exactly; of two NaN operands numpy's loops may return either, as they do by shape in
     any of its reductions: no result shows a NaN's payload). A max or min reduces the rows in group order
-    (``reduceat``, as the generic evaluator; the layouts cached by group index); a sum or count takes the layout at
-    its first call, for the presence of its groups only (``logical_or.reduceat`` in group order)."""
+    (``reduceat``, as the generic evaluator; the layouts cached by group index); a sum, count or group needs no
+    layout (the presence of its groups is a count of present members per cell)."""
 
     def __init__(self, op: str, child: _Node, keys, gid: np.ndarray):
         super().__init__()
@@ -321,7 +321,6 @@ class _Agg(_Node):
             # fmax / fmin by reduceat over the rows in group order (ufunc.at would differ in the sign of a zero:
             # numpy's loops disagree on fmax(0.0, -0.0), and this keeps the generic evaluator's)
             self.order, self.starts = self._cached_layout()
-        self._laid = self.starts is not None
 
     def _cached_layout(self) -> tuple:
         """``_layout`` of this node's group index, through the cache by group index."""
@@ -371,28 +370,28 @@ class _Agg(_Node):
                 return np.ones((1, E.T)), anyp
             W = np.where(p, v, np.nan)
             return (np.fmax if op == "max" else np.fmin).reduceat(W, _START0, axis=0), anyp
-        gid = self.gid
-        if not self._laid:   # (a sum / count / group: the layout at its first call, for the presence only)
-            self.order, self.starts = self._cached_layout()
-            self._laid = True
-        # a group is present where any of its rows is (logical or: exact in any order)
-        anyp = np.logical_or.reduceat(p if self.order is None else p[self.order], self.starts, axis=0)
-        if op == "sum" or op == "count":
-            # ``add.at`` over the flat (group, time) cell of each (row, time) element, in row-major order: each
-            # cell takes its rows in input order, as ``add.at`` over the rows does (numpy's fast 1-D path)
+        if op == "max" or op == "min":
+            # a group is present where any of its rows is (logical or: exact in any order)
+            anyp = np.logical_or.reduceat(p if self.order is None else p[self.order], self.starts, axis=0)
+        else:
+            # the flat (group, time) cell of each (row, time) element, row-major (kept per node and call length)
             T = E.T
             fl = self._flat
             if fl is None or fl[0] != T:
-                fl = self._flat = (T, (gid[:, None] * T + np.arange(T)).ravel())
+                fl = self._flat = (T, (self.gid[:, None] * T + np.arange(T)).ravel())
+            # present members per cell: bincount adds the weights 1.0 / 0.0 in input order from 0.0, exact
+            # integers, as add.at of p.astype(float) over the rows from zeros gives
+            cnt = np.bincount(fl[1], weights=p.ravel(), minlength=self.G * T).reshape(self.G, T)
+            anyp = cnt > 0
+            if op == "count":
+                return cnt, anyp
             if op == "sum":
+                # ``add.at`` over the flat cells (numpy's fast 1-D path): each cell takes its rows in input
+                # order, as ``add.at`` over the rows does
                 out = np.full(self.G * T, -0.0)
                 np.add.at(out, fl[1], np.where(p, v, 0.0).ravel())
-            else:
-                out = np.zeros(self.G * T)
-                np.add.at(out, fl[1], p.astype(np.float64).ravel())
-            return out.reshape(self.G, T), anyp
-        if op == "group":
-            return np.ones((self.G, E.T)), anyp
+                return out.reshape(self.G, T), anyp
+            return np.ones((self.G, T)), anyp
         W = np.where(p, v, np.nan)
         if self.order is not None:
             W = W[self.order]
