@@ -312,13 +312,15 @@ class AlertEngine:
                 if a.set_value(rule, vals[-1]):
                     self._changelog.append(key)
                 continue
+            # tick by tick (``a``: the alert while active, None while not); the key goes into the change log once,
+            # after its ticks, if anything of it changed (a reader takes the log's keys once each, between calls)
+            changed = False
             for k, t_ms in enumerate(times_l):
-                a = self._active.get(key)
                 if pres[k]:
                     v = vals[k]
                     if a is not None and a.state != "inactive":
                         if a.set_value(rule, v):
-                            self._changelog.append(key)
+                            changed = True
                     else:
                         lb, sample = info[fp]
                         h = self._history.get(key)
@@ -327,14 +329,13 @@ class AlertEngine:
                                        ann_src=(rule, dict(sample), v))
                             self._history[key] = a
                             self._order.append(key)
-                            self._changelog.append(key)
                         else:
                             a = h
                             a.state, a.active_at_ms, a.value = "pending", t_ms, v
                             a.ann_src = (rule, dict(sample), v)
                             a.episodes += 1
                             a.rev += 1
-                            self._changelog.append(key)
+                        changed = True
                         self._active[key] = a
                         self._active_fps[ri].add(fp)
                         self._n_active[ri] += 1
@@ -343,7 +344,7 @@ class AlertEngine:
                     if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
                         a.state = "firing"
                         a.rev += 1
-                        self._changelog.append(key)
+                        changed = True
                         a.firing_ms = t_ms
                         if a.first_firing_ms is None:
                             a.first_firing_ms = t_ms
@@ -353,7 +354,7 @@ class AlertEngine:
                     was = a.state
                     a.state = "inactive"
                     a.rev += 1
-                    self._changelog.append(key)
+                    changed = True
                     if was == "firing":
                         a.resolved_ms = t_ms
                     out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp,
@@ -362,6 +363,9 @@ class AlertEngine:
                     del self._active[key]
                     self._active_fps[ri].discard(fp)
                     self._n_active[ri] -= 1
+                    a = None
+            if changed:
+                self._changelog.append(key)
 
     def active(self) -> list[dict]:
         """Alerts now pending or firing, sorted by (alertname, fingerprint)."""

@@ -100,6 +100,7 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
         times = fast.interval_ms * np.arange(tick, tick + T, dtype=np.int64)
         tick += T
         out, expected = [], []
+        revs, pos = {k: a.rev for k, a in fast._history.items()}, len(fast._changelog)
         for ri in picks:
             rule = pack.rules[ri]
             n = int(rng.integers(0, 6))
@@ -122,5 +123,8 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
         assert [_transition(tr) for *_, tr in out] == [tr for *_, tr in expected], step
         seen |= {tr.state for *_, tr in out}
         assert _observable(fast) == _reference_observable(ref), step
+        # the change log names every alert that changed in the call (its revision moved), each once
+        logged = fast._changelog[pos:]
+        assert sorted(logged) == sorted(k for k, a in fast._history.items() if a.rev != revs.get(k)), step
     assert fast._history and any(a.episodes > 1 for a in fast._history.values())
     assert seen >= {"pending", "firing", "resolved", "inactive"}   # every transition happened
