@@ -203,6 +203,10 @@ class MetricWriter:
         self._eff: list[bool] = []   # `refresh_state`: effective readiness per pod slot, as bools
         self._prev_no_ep = None
         self._quota_layout = -1
+        #: Deployment name -> its position in the cluster's (fixed) Deployments, and service -> Deployment, once
+        #: every Deployment has its series (`refresh_state` then visits only the changed ones)
+        self._dep_rank: dict[str, int] | None = None
+        self._svc_dep: dict[int, str] = {}
 
     # ------------------------------------------------------------------ mesh counters layout
     def _enable(self, i: int, col: int) -> None:
@@ -368,7 +372,13 @@ class MetricWriter:
         no_ep_b = no_ep.tobytes()
         all_deps = self._prev_no_ep != no_ep_b
         self._prev_no_ep = no_ep_b
-        for dep in c.deployments.values():
+        deps = c.deployments
+        if all_deps or self._dep_rank is None:
+            todo = deps.values()
+        else:   # (every Deployment has its series: the ones the loop below would not skip, in its order)
+            names = touched.union([self._svc_dep[s] for s in dirty_svc])
+            todo = [deps[n] for n in sorted(names, key=self._dep_rank.__getitem__)]
+        for dep in todo:
             key = ("dep", dep.name)
             old = self._objects.get(key)
             if old is not None and not all_deps and dep.svc not in dirty_svc and dep.name not in touched:
@@ -380,6 +390,9 @@ class MetricWriter:
             sig = (head, tuple(self._objects[("pod", p.slot)][0] for rs in dep.rss for p in rs.pods))
             self._update(key, sig, lambda dep=dep: (self._dep_keys(dep), self._dep_values(dep)), dirty,
                          self._dep_shape(dep), lambda dep=dep: self._dep_values(dep))
+        if self._dep_rank is None:   # the Deployments (a fixed set) all have their series now
+            self._dep_rank = {name: i for i, name in enumerate(deps)}
+            self._svc_dep = {dep.svc: dep.name for dep in deps.values()}
         for nd in c.nodes:
             self._update(("node", nd.index), (nd.ready, nd.cordoned), lambda nd=nd: self._split(self._node_series(nd)),
                          dirty)

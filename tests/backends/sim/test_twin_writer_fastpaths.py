@@ -210,3 +210,40 @@ def test_a_run_writes_what_the_definitions_write(monkeypatch):
     slow = _store_bytes(_run("train-ticket", 4))
     assert [x[:3] for x in fast] == [x[:3] for x in slow]
     assert [x[3] for x in fast] == [x[3] for x in slow]
+
+
+@pytest.mark.parametrize("app", ["train-ticket", "online-boutique"])
+def test_visiting_only_the_changed_deployments_writes_what_visiting_all_does(monkeypatch, app):
+    """Once every Deployment has its series, a state refresh visits only those the cluster touched or whose
+    pods changed (in the cluster's order); the definition visits every Deployment and skips the others.
+    Same Deployment updates and the same store bit for bit, through node loss, restarts, scaling and churn."""
+    refresh, update = MetricWriter.refresh_state, MetricWriter._update
+    visits, selected = [], [0]
+
+    def counted(self, key, *a, **k):
+        if key[0] == "dep":
+            visits[-1] += 1
+        return update(self, key, *a, **k)
+
+    def every_deployment(self, tick):   # the definition: the first refresh's full pass, every time
+        self._dep_rank = None
+        return refresh(self, tick)
+
+    def fast(self, tick):
+        selected[0] += self._dep_rank is not None
+        return refresh(self, tick)
+
+    monkeypatch.setattr(MetricWriter, "_update", counted)
+    runs = {}
+    for name, patch in (("fast", fast), ("all", every_deployment)):
+        monkeypatch.setattr(MetricWriter, "refresh_state", patch)
+        visits.append(0)
+        if app == "online-boutique":   # churn, drains, OOM kills
+            sim = SimBackend(app, seed=3)
+            _drive(sim)
+        else:
+            sim = _run(app, 4)
+        runs[name] = _store_bytes(sim)
+    assert [x[:3] for x in runs["fast"]] == [x[:3] for x in runs["all"]]
+    assert [x[3] for x in runs["fast"]] == [x[3] for x in runs["all"]]
+    assert visits[0] == visits[1] > 20 and selected[0] > 3, (visits, selected)
