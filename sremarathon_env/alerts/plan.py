@@ -46,7 +46,7 @@ from .rangefuncs import RANGE_FUNCS
 from .tape import CODES, KernelSpec, Tape, window_kernel
 from .values import (_NONE, Scal, Vec, Win, dedupe, drop_names, edited_from, grown_from, has_dup, memo, memo_get,
                      note_grown)
-from .vectorops import ARITH_FUNCS, CMP_FUNCS, _dup_groups, _pairs, _sig_index, _sigs, groups_of
+from .vectorops import ARITH_FUNCS, CMP_FUNCS, _pairs, _sig_index, _sigs, groups_of
 
 #: range functions evaluated in batches (row-independent, no scalar parameter)
 _BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets", "sum_over_time", "avg_over_time",
@@ -1299,9 +1299,7 @@ class PackPlan:
                                         lambda: _pairs(many.labels, one.labels, one_idx, drop, card, on, names, node.include))
         if not pairs_m:
             return _Empty()
-        if card == "one-to-one" and memo(("dupgroups",), (labels,), lambda: _dup_groups(labels)):
-            return None
-        if _has_dup(labels):
+        if _has_dup(labels):   # (also covers one-to-one's check for groups with more than one row)
             return None
         return _VecVec(node.op, lhs, rhs, swap, np.asarray(pairs_m, dtype=np.intp), firsts[np.asarray(pairs_o, dtype=np.intp)],
                        self._intern(node.key, labels), node.return_bool)

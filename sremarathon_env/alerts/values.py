@@ -75,6 +75,15 @@ def _memo_key(tag: tuple, inputs: tuple) -> tuple:
     return (tag, id(inputs[0])) if len(inputs) == 1 else (tag, tuple(map(id, inputs)))
 
 
+def _memo_put(key: tuple, entry: tuple) -> None:
+    """Put an entry into the current generation, turning the generations over first where it is full (so that
+    neither ever holds more than ``MEMO_GENERATION`` entries, whatever the nesting of memoised functions)."""
+    global _MEMO, _MEMO_OLD
+    if len(_MEMO) >= MEMO_GENERATION:
+        _MEMO_OLD, _MEMO = _MEMO, {}
+    _MEMO[key] = entry
+
+
 def _memo_hit(key: tuple, inputs: tuple):
     """The cached entry for ``key`` if its inputs are these very objects (moved to the current generation)."""
     hit = _MEMO.get(key)
@@ -82,7 +91,7 @@ def _memo_hit(key: tuple, inputs: tuple):
         hit = _MEMO_OLD.get(key)
         if hit is None:
             return None
-        _MEMO[key] = hit
+        _memo_put(key, hit)
     if len(inputs) == 1:   # (the entry holds the one input itself)
         return hit if hit[0] is inputs[0] else None
     return hit if all(map(_is, hit[0], inputs)) else None
@@ -97,7 +106,6 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
     generation is dropped (label lists of finished episodes stop holding memory and stop costing the
     garbage collector), one in use stays.
     """
-    global _MEMO, _MEMO_OLD
     # (_memo_key and _memo_hit, inline: this runs for every node of every rebuild)
     if len(inputs) == 1:
         one = inputs[0]
@@ -106,7 +114,7 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
         if hit is None:
             hit = _MEMO_OLD.get(key)
             if hit is not None:
-                _MEMO[key] = hit
+                _memo_put(key, hit)
         if hit is not None and hit[0] is one:
             return hit[1]
         held: object = one
@@ -116,10 +124,8 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
         if hit is not None:
             return hit[1]
         held = inputs
-    if len(_MEMO) >= MEMO_GENERATION:
-        _MEMO_OLD, _MEMO = _MEMO, {}
     out = fn()
-    _MEMO[key] = (held, out)
+    _memo_put(key, (held, out))
     return out
 
 
