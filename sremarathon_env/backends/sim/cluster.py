@@ -234,11 +234,12 @@ class Cluster:
                   t0: float = -3600.0) -> None:
         """Create every Deployment at revision 1 with its pods Running and Ready since ``t0``."""
         self.crash_plan = crash_plan
+        hashes = _base_hashes(self.app)
         for i, s in enumerate(self.app.services):
             tpl = base_template(s)
             files = files_of(s.name) if files_of else {}
             meta = meta_of(s.name) if meta_of else {}
-            rs = self.new_rs(s.name, tpl, files, [], meta, 1, t0 - 60.0)
+            rs = self.new_rs(s.name, tpl, files, [], meta, 1, t0 - 60.0, hashes[i])
             dep = Deployment(s.name, i, s, s.replicas, rs, [rs], progress_t=t0)
             self.deployments[s.name] = dep
             rs.replicas = s.replicas
@@ -825,6 +826,21 @@ def base_template(s: ServiceSpec) -> dict[str, Any]:
             "resources": {"cpu_request_m": r.cpu_request_m, "cpu_limit_m": r.cpu_limit_m,
                           "mem_request_mi": r.mem_request_mi, "mem_limit_mi": r.mem_limit_mi},
             "restarted_at": None}
+
+
+#: id(app) -> (app, the `template_hash` of each service's `base_template`), shared by all clusters of the app
+_BASE_HASHES: dict[int, tuple[AppSpec, list[str]]] = {}
+
+
+def _base_hashes(app: AppSpec) -> list[str]:
+    """The `template_hash` of every service's `base_template`, in service order (a pure function of the app
+    model, which no cluster mutates: made once per app; a handful of apps per process)."""
+    hit = _BASE_HASHES.get(id(app))
+    if hit is None or hit[0] is not app:
+        if len(_BASE_HASHES) >= 16:   # (bounded: models made on the fly, in tests)
+            _BASE_HASHES.clear()
+        hit = _BASE_HASHES[id(app)] = (app, [template_hash(base_template(s)) for s in app.services])
+    return hit[1]
 
 
 def rolling_params(d: int) -> tuple[int, int]:

@@ -106,3 +106,24 @@ def test_stacked_inputs_repeat_each_runs_row():
         want = np.concatenate([np.broadcast_to(getattr(inp, name), (k,) + getattr(inp, name).shape) for inp, k in runs])
         got = getattr(st, name)
         assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_bootstrap_revision_hashes_are_their_templates_hashes():
+    """The bootstrap ReplicaSets' hashes, made once per app model (`cluster._base_hashes`), are their
+    templates' `template_hash` (the definition), for a second cluster of the app and for another model."""
+    from apps import load_app
+    from sremarathon_env.backends.sim import cluster as cluster_mod
+    from sremarathon_env.backends.sim.util import template_hash
+
+    for name in ("online-boutique", "train-ticket"):
+        app = load_app(name)
+        for seed in (1, 2):
+            c = cluster_mod.Cluster(app, seed)
+            c.bootstrap(lambda pod, t: None)
+            assert [rs.hash for rs in c.rs_by_id] == [template_hash(rs.template) for rs in c.rs_by_id]
+            assert len(c.rs_by_id) == len(app.services)
+        first = app.services[0].model_copy(update={"tag": app.services[0].tag + "-x"})   # (models are frozen)
+        other = app.model_copy(update={"services": [first, *app.services[1:]]})
+        c = cluster_mod.Cluster(other, 1)
+        c.bootstrap(lambda pod, t: None)
+        assert c.rs_by_id[0].hash == template_hash(c.rs_by_id[0].template) != cluster_mod._base_hashes(app)[0]
