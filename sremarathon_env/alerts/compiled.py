@@ -1,13 +1,20 @@
 """Optional compiled (numba) versions of the tape's two hot loops: the window kernel and the tape extension.
 
 The numpy code in ``tape`` is the reference. These kernels do the same arithmetic one (time, row) or one
-(column, slot) cell at a time, fused in one pass (the extension reads each family's store rows directly), with the operations of the numpy formulas in the same order
-(no fast-math, no reassociation, no parallel reductions), so their results are the same bits (see
-tests/alerts/test_compiled.py). They are used only where numba imports and the environment variable
-``SREMARATHON_NUMBA`` is not ``0``; ``kernels()`` says which (None: the numpy path runs).
+(column, slot) cell at a time, fused in one pass (the extension reads each family's store rows directly), with
+the operations of the numpy formulas in the same order (no fast-math, no reassociation, no parallel reductions),
+so their results are the same bits (see tests/alerts/test_compiled.py). ``kernels()`` says whether they run
+(None: the numpy path runs). The environment variable ``SREMARATHON_NUMBA`` chooses:
 
-Compiled with ``cache=True``: the first call in a fresh install compiles (about a second or two) and writes
-the machine code next to this module (numba's cache); later processes load it.
+* ``0``: never (the numpy kernels only);
+* ``1``: from the first call (numba imported then);
+* unset or ``auto``: once the numpy kernels have spent ``AUTO_AFTER_S`` CPU seconds in this process. Loading
+  costs about 0.4 s of CPU even from numba's cache (its import and LLVM's set-up), which a short process (one
+  CLI marathon: ~0.05 s in these kernels) would never earn back; a long one (an RL worker, a bench, many
+  marathons) switches after a few marathons. Results are the same bits either way.
+
+Compiled with ``cache=True``: the first load in a fresh install compiles (a few seconds) and writes the machine
+code next to this module (numba's cache); later processes load it.
 
 >>> import os
 >>> old = os.environ.get("SREMARATHON_NUMBA")
@@ -20,28 +27,61 @@ True
 from __future__ import annotations
 
 import os
+import time
 
 _LOADED: list = []   # [namespace or None] once numba's import was tried
+#: in ``auto`` mode, the numpy kernels' CPU seconds after which the compiled ones are loaded
+AUTO_AFTER_S = 0.3
+_SPENT = [0.0]   # CPU seconds the numpy kernels spent in this process (see `note_numpy`)
+
+
+def _mode() -> str:
+    m = os.environ.get("SREMARATHON_NUMBA", "auto")
+    return m if m in ("0", "1") else "auto"
 
 
 def kernels():
-    """The compiled kernels (a namespace with ``window`` and ``extend``), or None where numba is absent or
-    ``SREMARATHON_NUMBA=0``. numba is imported at the first call that wants it."""
-    if os.environ.get("SREMARATHON_NUMBA", "1") == "0":
+    """The compiled kernels (a namespace with ``window`` and ``extend``), or None: numba absent,
+    ``SREMARATHON_NUMBA=0``, or (``auto``) the numpy kernels have not yet spent ``AUTO_AFTER_S`` here."""
+    if _LOADED:
+        return _LOADED[0] if _mode() != "0" else None
+    mode = _mode()
+    if mode == "0" or (mode == "auto" and _SPENT[0] < AUTO_AFTER_S):
+        return None
+    return warm()
+
+
+def note_numpy(seconds: float) -> None:
+    """The numpy kernels ran for ``seconds`` of CPU (counts towards ``auto``'s switch)."""
+    _SPENT[0] += seconds
+
+
+def warm():
+    """Load the compiled kernels now (unless ``SREMARATHON_NUMBA=0``; numba absent: None), whatever the mode:
+    imports numba and loads (or compiles) both kernels. The bench calls it before it measures."""
+    if _mode() == "0":
         return None
     if not _LOADED:
-        _LOADED.append(_load())
+        t0 = time.process_time()
+        ns = _load()
+        if ns is not None:
+            ns.warm_up()
+            ns.load_cpu_s = time.process_time() - t0
+        _LOADED.append(ns)
     return _LOADED[0]
 
 
 def status() -> str:
-    """One line for the bench: whether the compiled kernels are on."""
-    if os.environ.get("SREMARATHON_NUMBA", "1") == "0":
+    """One line for the bench: whether the compiled kernels are on (and what loading them cost)."""
+    mode = _mode()
+    if mode == "0":
         return "compiled kernels: off (SREMARATHON_NUMBA=0)"
-    k = kernels()
-    if k is None:
+    if _LOADED and _LOADED[0] is None:
         return "compiled kernels: off (numba not installed)"
-    return f"compiled kernels: on (numba {k.version})"
+    if not _LOADED:
+        return f"compiled kernels: not loaded yet (auto: after {AUTO_AFTER_S} s of numpy kernels)"
+    k = _LOADED[0]
+    return f"compiled kernels: on (numba {k.version}, loaded in {k.load_cpu_s * 1e3:.0f} ms CPU)"
 
 
 class _Namespace:
@@ -56,6 +96,17 @@ def _load():
     ns = _Namespace()
     ns.version = numba.__version__
     ns.window, ns.extend = _define(numba.njit)
+    ns.load_cpu_s = 0.0
+
+    def warm_up():
+        # one call of each on tiny arrays of the tape's types: numba loads (or compiles) them now
+        i32, i64 = np.zeros((3, 2), np.int32), np.zeros(1, np.int64)
+        V = np.zeros((3, 2))
+        ns.extend(np.zeros((1, 2)), i64, i64, 0, 1, False, V, i32, i32, i32, i32, i32, i32)
+        ns.window(i32, i32, i32, V, i32, i32, i32, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64,
+                  0, 15000, 1, 2, False, False)
+
+    ns.warm_up = warm_up
     return ns
 
 

@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 
 import numpy as np
 
-from .compiled import kernels
+from .compiled import kernels, note_numpy
 
 #: range functions the kernel evaluates, by code
 CODES = {"rate": 0, "increase": 1, "delta": 2, "changes": 3, "resets": 4, "count_over_time": 5,
@@ -380,6 +381,15 @@ class Tape:
         nb = kernels()
         if nb is not None:   # the same summaries, one fused pass per family over its store rows (compiled.py)
             return self._extend_compiled(nb, sl, idx, groups, c0, c1)
+        t_np = time.process_time()
+        try:
+            return self._extend_numpy(sl, idx, groups, c0, c1, g0, cap_s, V, CS, PV, POS)
+        finally:
+            note_numpy(time.process_time() - t_np)   # (counts towards loading the compiled kernels)
+
+    def _extend_numpy(self, sl, idx, groups, c0, c1, g0, cap_s, V, CS, PV, POS) -> bool:
+        """``_extend`` by numpy: the reference."""
+        n_sl = len(idx)
         B = np.empty((n_sl, c1 - g0))
         for fam, m, rows in groups:
             B[m] = fam._data[rows, g0:c1]
@@ -495,6 +505,15 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
                          spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
                          np.asarray(times, dtype=np.int64), int(t0_ms), int(st), int(N), int(cap),
                          spec.has_counter, spec.has_rate)
+    t_np = time.process_time()
+    out = _window_numpy(tape, spec, times, t0_ms, st, N, R, T, cap)
+    note_numpy(time.process_time() - t_np)   # (counts towards loading the compiled kernels, see compiled.py)
+    return out
+
+
+def _window_numpy(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int, st: int, N: int, R: int, T: int,
+                  cap: int):
+    """``window_kernel`` by numpy: the reference."""
     S = tape.cap_s  # the arrays are column-major: [slot, column] is at flat offset column * S + slot
     base = spec.col
     if spec.runs is not None:   # per run of rows with one window, repeated over its rows

@@ -188,4 +188,34 @@ def test_compiled_off_switch(monkeypatch):
     assert compiled.kernels() is None
     assert "off" in compiled.status()
     monkeypatch.setenv("SREMARATHON_NUMBA", "1")
+    assert compiled.kernels() is not None
+    assert compiled.status().startswith("compiled kernels: on")
+
+
+@pytest.mark.parametrize("mode", [None, "auto", "junk"])
+def test_auto_mode_loads_after_the_numpy_kernels_spent_their_budget(mode, monkeypatch):
+    """Unset (or anything but 0/1): the numpy kernels run until they have spent AUTO_AFTER_S of CPU, then the
+    compiled ones load; the tape's numpy paths report their time."""
+    if mode is None:
+        monkeypatch.delenv("SREMARATHON_NUMBA", raising=False)
+    else:
+        monkeypatch.setenv("SREMARATHON_NUMBA", mode)
+    monkeypatch.setattr(compiled, "_LOADED", [])
+    monkeypatch.setattr(compiled, "_SPENT", [0.0])
+    monkeypatch.setattr(compiled, "AUTO_AFTER_S", 0.01)
+    assert compiled.kernels() is None and "not loaded yet" in compiled.status()
+    data = _series(np.random.default_rng(3), 60, 300)
+    store, families = _store(data)
+    tape = Tape(store, capacity=512)
+    for fam, rows, _ in families:
+        tape.slots([(fam, int(r)) for r in rows])
+    spec = KernelSpec(np.arange(60), np.full(60, 3_600_000), np.zeros(60, np.int64), np.arange(60) % 8)
+    for j in range(300):
+        _write(store, families, data, j)
+        if j % 8 == 7:
+            tape.sync()
+            window_kernel(tape, spec, np.arange(j - 7, j + 1, dtype=np.int64) * ST, 0, ST)
+        if compiled._LOADED:
+            break
+    assert compiled._SPENT[0] >= 0.01 and compiled.kernels() is not None
     assert compiled.status().startswith("compiled kernels: on")

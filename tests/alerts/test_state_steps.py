@@ -3,6 +3,7 @@ by label set (`_Reference`, independent of the engine's batching and fast paths)
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -89,6 +90,10 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
     picks = [next(i for i, r in enumerate(pack.rules) if r.for_ms >= 120_000),
              next(i for i, r in enumerate(pack.rules) if r.for_ms == 0) if any(r.for_ms == 0 for r in pack.rules)
              else next(i for i, r in enumerate(pack.rules) if 0 < r.for_ms < 120_000)]
+    # and rules whose annotations show the value and whose annotations do not
+    picks += [next(i for i, r in enumerate(pack.rules) if any("$value" in t for _, t in r.annotations)),
+              next(i for i, r in enumerate(pack.rules) if not any("value" in t.lower() for _, t in r.annotations))]
+    picks = list(dict.fromkeys(picks))   # each rule once per call, as evaluate_until steps them
     fast, ref = AlertEngine(pack, store), _Reference()
     fast.steady_fast_path = steady   # with and without the fast path of steady alerts
     pool = [(("__name__", "m"), ("pod", f"p{i}"), ("service", f"s{i % 3}")) for i in range(7)]
@@ -126,5 +131,10 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
         # the change log names every alert that changed in the call (its revision moved), each once
         logged = fast._changelog[pos:]
         assert sorted(logged) == sorted(k for k, a in fast._history.items() if a.rev != revs.get(k)), step
+        # annotations as rendered afresh from the alert's labels and latest value; its JSON text that of its dict
+        for a in fast._history.values():
+            rule = pack.rules[a.rule]
+            assert a.annotations_now() == rule.render_annotations(a.sample_labels, a.value), step
+            assert a.json_text() == json.dumps(a.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     assert fast._history and any(a.episodes > 1 for a in fast._history.values())
     assert seen >= {"pending", "firing", "resolved", "inactive"}   # every transition happened
