@@ -361,11 +361,11 @@ class _Agg(_Node):
                 return W[self.perm], p[self.perm]
             return W, p
         if self.one_group:
-            anyp = p.any(axis=0, keepdims=True)
+            anyp = np.logical_or.reduce(p, axis=0, keepdims=True)   # (p.any without its Python wrapper)
             if op == "sum":
                 return np.add.accumulate(np.where(p, v, 0.0), axis=0)[-1:], anyp
             if op == "count":
-                return p.sum(axis=0, keepdims=True, dtype=np.float64), anyp
+                return np.add.reduce(p, axis=0, keepdims=True, dtype=np.float64), anyp   # (p.sum)
             if op == "group":
                 return np.ones((1, E.T)), anyp
             W = np.where(p, v, np.nan)
@@ -398,15 +398,6 @@ class _Agg(_Node):
         return (np.fmax if op == "max" else np.fmin).reduceat(W, self.starts, axis=0), anyp
 
 
-def _FALSE_ROW(T: int) -> np.ndarray:
-    """A (1, T) row of False (shared: read only)."""
-    row = _ROWS.get(("f", T))
-    if row is None:
-        row = _ROWS[("f", T)] = np.zeros((1, T), bool)
-    return row
-
-
-_ROWS: dict[tuple, np.ndarray] = {}
 #: group layouts of max / min aggregations, by (number of groups, group index of each input row)
 _AGG_LAYOUT: dict[tuple, tuple] = {}
 AGG_LAYOUT_MAX = 2000  #: layouts kept before the cache starts again
@@ -491,6 +482,8 @@ class _SetAndUnless(_Node):
         self.op, self.lhs, self.rhs = op, lhs, rhs
         self.r_order, self.r_starts, self.lmap = r_order, r_starts, lmap
         self.labels = lhs.labels
+        # (the right rows already grouped in order: no gather)
+        self.r_ident = r_order is not None and _is_identity(r_order, len(r_order))
 
     def rebind(self, lhs, rhs):
         self.lhs, self.rhs = lhs, rhs
@@ -498,13 +491,14 @@ class _SetAndUnless(_Node):
     def compute(self, E):
         lv, lp = self.lhs.value(E)
         if self.r_starts is None:
-            mask = np.zeros((len(self.labels), E.T), bool)
-        else:
-            _, rp = self.rhs.value(E)
-            union = np.logical_or.reduceat(rp[self.r_order], self.r_starts, axis=0)
-            union = np.concatenate([union, _FALSE_ROW(E.T)])
-            mask = union[self.lmap]
-        return lv, (lp & mask if self.op == "and" else lp & ~mask)
+            return lv, (np.zeros_like(lp) if self.op == "and" else lp)
+        _, rp = self.rhs.value(E)
+        # per right signature, whether any of its rows is present; an extra False row for left rows without a match
+        union = np.zeros((len(self.r_starts) + 1, E.T), bool)
+        np.logical_or.reduceat(rp if self.r_ident else rp[self.r_order], self.r_starts, axis=0, out=union[:-1])
+        mask = union[self.lmap]
+        # (and: present on both sides; unless: present on the left only, lp > mask for booleans)
+        return lv, (np.logical_and(lp, mask, out=mask) if self.op == "and" else np.greater(lp, mask, out=mask))
 
 
 class _HQBatch:
@@ -528,8 +522,8 @@ class _HQBatch:
         the observations (the last cumulative count), whether every present group has all its buckets)."""
         C = v[self.R]   # (g, m, T)
         P = p[self.R]
-        ap = P.any(axis=1)
-        full = P.all(axis=1) & ap
+        ap = np.logical_or.reduce(P, axis=1)
+        full = np.logical_and.reduce(P, axis=1) & ap
         all_full = bool(full.all())
         if not self.inf_top or self.m < 2:
             return C, P, ap, full, None, None, all_full
