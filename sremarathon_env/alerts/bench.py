@@ -119,7 +119,8 @@ def compiled_status() -> str:
 def print_alerts(rows: list[dict]) -> None:
     print("alert rule pack over a healthy marathon (45 invocations of 120 s; CPU ms), and over a faulted one:")
     if rows:
-        print(f"  ({rows[0]['kernels']}; SREMARATHON_NUMBA=0 turns them off)")
+        k = rows[0]["kernels"]
+        print(f"  ({k}{'; SREMARATHON_NUMBA=0 turns them off' if ': on' in k else ''})")
     print(f"  {'app':<18}{'rules':>6}{'series':>8}{'twin ms':>9}{'pack ms':>9}{'(1 pass)':>9}{'/call':>7}"
           f"{'target':>8}{'ratio':>7}{'x twin':>8}{'faulted':>9}{'rebuilds':>9}{'build ms':>9}")
     for r in rows:
