@@ -1,0 +1,272 @@
+"""The lint's and the config parser's fast paths decide exactly what their definitions decide.
+
+- `apps.sources._balance` (comments and literals cut out by a regex, then pair deletion) against the
+  token-by-token scanner `_balance_scan`, verdict and message, on every bracket-checked file of the three
+  apps' trees, with every change-driven fault's edit applied, and on mutated copies of them;
+- `apps.sources._plain_yaml` (the rendered configs' block-mapping subset) against PyYAML's pure-Python safe
+  loader, value and types, on the same kind of texts;
+- whole builds (`BuildPipeline.build`: lint messages, unit-test results, logs) of every catalogue change of
+  every app, with the fast paths and with both replaced by their definitions.
+"""
+
+import numpy as np
+import pytest
+import yaml
+
+from apps import load_app, sources
+from apps.sources import _balance, _balance_scan, _plain_yaml, initial_tree
+from faults.catalogue import apply_changes, catalogue_apps, load_catalogue
+from sremarathon_env.pipeline import BuildPipeline, make_diff
+
+YAML_EXT = (".yaml", ".yml")
+_PARSED_EXT = {".py", ".json", ".yaml", ".yml", ".toml", ".xml", ".csproj"}
+
+
+def _ext(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return ("." + name.rsplit(".", 1)[-1].lower()) if "." in name else "." + name.lower()
+
+
+def _trees_and_changes():
+    """(app, service, tree, changed tree or None) for every service of every app and every catalogue change."""
+    out = []
+    for name in catalogue_apps():
+        app = load_app(name)
+        trees = {s: initial_tree(app, s) for s in app.service_names}
+        for s, tree in trees.items():
+            out.append((app, s, tree, None))
+        for f in load_catalogue(name):
+            r = f.realisation
+            if r.kind != "deploy" or not r.files:
+                continue
+            try:
+                changed = apply_changes(trees[r.service], list(r.files))
+            except Exception:   # an edit that does not apply to the initial tree
+                continue
+            out.append((app, r.service, trees[r.service], changed))
+    return out
+
+
+_CASES = _trees_and_changes()
+
+
+def _files(pred):
+    seen: dict[tuple[str, str], None] = {}
+    for _, _, tree, changed in _CASES:
+        for t in (tree, changed or {}):
+            for p, text in sorted(t.items()):
+                if pred(p):
+                    seen[(_ext(p), text)] = None
+    return list(seen)
+
+
+def _mutate(text: str, rng: np.random.Generator, chars: list[str]) -> str:
+    lines = text.split("\n")
+    k = int(rng.integers(5))
+    if k == 0 and text:                                        # delete a character
+        i = int(rng.integers(len(text)))
+        return text[:i] + text[i + 1:]
+    if k == 1:                                                 # insert a special character
+        i = int(rng.integers(len(text) + 1))
+        return text[:i] + chars[int(rng.integers(len(chars)))] + text[i:]
+    if k == 2 and len(lines) > 1:                              # duplicate a line
+        i = int(rng.integers(len(lines)))
+        return "\n".join(lines[:i + 1] + lines[i:])
+    if k == 3 and len(lines) > 1:                              # swap two lines
+        i, j = (int(x) for x in rng.integers(len(lines), size=2))
+        lines[i], lines[j] = lines[j], lines[i]
+        return "\n".join(lines)
+    i = int(rng.integers(len(lines)))                          # re-indent a line
+    return "\n".join(lines[:i] + [" " * int(rng.integers(1, 4)) + lines[i]] + lines[i + 1:])
+
+
+# ------------------------------------------------------------------------------------------- _balance
+_BALANCE_CHARS = ["(", ")", "[", "]", "{", "}", '"', "'", "`", "/", "*", "/*", "*/", "//", "#", "--", "\\", "\n",
+                  "\\\n", '\\"', " ", "x"]
+
+
+def test_balance_fast_path_matches_the_scanner_on_practical_files():
+    files = _files(lambda p: _ext(p) not in _PARSED_EXT)
+    assert len(files) > 100
+    assert len({e for e, _ in files}) >= 8, "several languages"
+    for ext, text in files:
+        assert _balance_scan(text, ext) is None, "every practical file is well formed"
+        assert _balance(text, ext) is None
+
+
+def test_balance_fast_path_matches_the_scanner_on_mutated_files():
+    files = _files(lambda p: _ext(p) not in _PARSED_EXT)
+    rng = np.random.default_rng(11)
+    bad = 0
+    for n in range(6000):
+        ext, text = files[n % len(files)]
+        for _ in range(int(rng.integers(1, 4))):
+            text = _mutate(text, rng, _BALANCE_CHARS)
+        want = _balance_scan(text, ext)
+        bad += want is not None
+        assert _balance(text, ext) == want, (ext, text)
+    assert 1000 < bad < 5000, "both verdicts are reached often"
+
+
+@pytest.mark.parametrize("ext", [".go", ".java", ".js", ".rs", ".php", ".sql", ".txt", ".lua", ".conf", ".mod",
+                                 ".cs", ".gradle", ".rb", ".dockerfile", ".kts"])
+def test_balance_fast_path_matches_the_scanner_on_random_texts(ext):
+    alphabet = ["(", ")", "[", "]", "{", "}", '"', "'", "`", "/", "*", "#", "-", "\\", "\n", " ", "a"]
+    rng = np.random.default_rng(abs(hash(ext)) % 2**32)
+    for n in range(3000):
+        text = "".join(alphabet[i] for i in rng.integers(len(alphabet), size=int(rng.integers(0, 24))))
+        assert _balance(text, ext) == _balance_scan(text, ext), (ext, text)
+    # well-formed ones, built from balanced pieces (random texts are mostly broken)
+    pieces = ["()", "[]", "{}", '"a(\\"b"', "'c'", "// ({\n", "/* ] */", "x", "\n", "-- ) \n", "# [\n", "`\n(`"]
+    for n in range(3000):
+        parts = [pieces[i] for i in rng.integers(len(pieces), size=int(rng.integers(0, 12)))]
+        depth = int(rng.integers(0, 5))
+        text = "(" * depth + "".join(parts) + ")" * depth
+        assert _balance(text, ext) == _balance_scan(text, ext), (ext, text)
+
+
+def test_balance_deep_nesting_goes_to_the_scanner():
+    for depth in (63, 64, 65, 200):
+        text = "{" * depth + "}" * depth
+        assert _balance(text, ".java") is None
+        assert _balance(text + ")", ".java") == _balance_scan(text + ")", ".java") == "line 1: unmatched ')'"
+
+
+# ------------------------------------------------------------------------------------------- _plain_yaml
+def _typed(v):
+    """A structure that tells ints, floats, bools and strings apart (and -0.0 from 0.0)."""
+    if isinstance(v, dict):
+        return ("dict", [(_typed(k), _typed(x)) for k, x in v.items()])
+    if isinstance(v, list):
+        return ("list", [_typed(x) for x in v])
+    return (type(v).__name__, repr(v))
+
+
+def _safe_load(text: str):
+    try:
+        return _typed(yaml.safe_load(text)), None
+    except yaml.YAMLError as e:
+        return None, type(e).__name__
+
+
+def test_plain_yaml_matches_pyyaml_on_practical_files():
+    texts = [t for _, t in _files(lambda p: p.endswith(YAML_EXT))]
+    plain = 0
+    for text in texts:
+        got = _plain_yaml(text)
+        if got is not None:
+            plain += 1
+            assert (_typed(got), None) == _safe_load(text)
+    assert plain > 0.8 * len(texts) and plain > 40, "the configs are in the subset"
+
+
+_YAML_CHARS = [":", "-", "[", "]", "{", "}", "'", '"', "\t", "#", "&", "*", "!", "|", ">", "%", "@", "`", " ", "\n",
+               ",", "?", "\\", "\x00", "é", "0", "1", ".", "e", "_", "y", "on", "null", "~", "\r", "\x7f"]
+
+
+def test_plain_yaml_matches_pyyaml_on_mutated_files():
+    texts = [t for _, t in _files(lambda p: p.endswith(YAML_EXT))]
+    rng = np.random.default_rng(5)
+    plain = 0
+    for n in range(6000):
+        text = texts[n % len(texts)]
+        for _ in range(int(rng.integers(1, 4))):
+            text = _mutate(text, rng, _YAML_CHARS)
+        got = _plain_yaml(text)
+        if got is not None:
+            plain += 1
+            assert (_typed(got), None) == _safe_load(text), text
+            assert sources.yaml_load(text, all_documents=True) == [got]
+    assert 500 < plain < 5500, "both sides of the subset are reached"
+
+
+_VALUES = ["0", "-0", "7", "-12", "010", "0x1F", "1_000", "1:30", "0.0", "-0.0", "2.5", "-3.25", "1.", ".5", "1e3",
+           "00.5", "123456789012345678", "1234567890123456789", '""', '"a b"', '" #x: y "', "{}", "true", "yes", "on",
+           "null", "~", "x", "'x'", '"a\\"b"', "[]", "{a: 1}", "!!str 1", "&a 1", "1 # c", "", " 1", ":", "- 1"]
+
+
+def test_plain_yaml_matches_pyyaml_on_edited_values_and_keys():
+    """The edits change-driven faults make: one line's value (or key) replaced."""
+    texts = [t for _, t in _files(lambda p: p.endswith(YAML_EXT))]
+    rng = np.random.default_rng(6)
+    plain = 0
+    for n in range(4000):
+        lines = texts[n % len(texts)].split("\n")
+        for _ in range(int(rng.integers(1, 3))):
+            i = int(rng.integers(len(lines)))
+            head, sep, _ = lines[i].partition(": ")
+            if not sep:
+                head, sep = lines[i].rstrip(":"), ": "
+            if rng.integers(4) == 0:
+                head = head[:len(head) - len(head.lstrip())] + str(rng.choice(["on", "y", "No", "a", "_x", "1a", "a b"]))
+            lines[i] = head + sep + _VALUES[int(rng.integers(len(_VALUES)))]
+        text = "\n".join(lines)
+        got = _plain_yaml(text)
+        if got is not None:
+            plain += 1
+            assert (_typed(got), None) == _safe_load(text), text
+    assert 300 < plain < 3900, "both sides of the subset are reached"
+
+
+@pytest.mark.parametrize("value", ["0", "-0", "7", "-12", "010", "0x1F", "1_000", "1:30", "0.0", "-0.0", "2.5",
+                                   "-3.25", "1.", ".5", "1e3", "1.0e+3", "00.5", "123456789012345678",
+                                   "1234567890123456789", "0.12345678901234567", '""', '"a b"', '" #x: y "', "{}",
+                                   "true", "yes", "on", "null", "~", "x", "'x'", '"a\\"b"', "[]", "{a: 1}",
+                                   "!!str 1", "&a 1", "1 # c"])
+@pytest.mark.parametrize("key", ["a", "_", "timeout_ms", "ts-x-service", "ENV_ADDR", "on", "No", "NULL", "y",
+                                 "n", "Off", "TRUE", "a1", "-a", "1a", "a.b", "a b"])
+def test_plain_yaml_scalars(key, value):
+    for text in (f"{key}: {value}\n", f"# h\nk:\n  {key}: {value}\n  z: 1\nw: {{}}\n"):
+        got = _plain_yaml(text)
+        if got is not None:
+            assert (_typed(got), None) == _safe_load(text), text
+
+
+@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "a: 1", "a:\n", "a:\nb: 1\n", "a:\n  b:\n",
+                                  " a: 1\n", "a: 1\n  b: 2\n", "a:\n    b: 1\n  c: 2\n", "a: 1\na: 2\n",
+                                  "a: 1\n\nb: 2\n", "a: 1\n---\nb: 2\n", "a: 1\r\n", "a:\n\tb: 1\n", "a: 1 \n",
+                                  "a:  1\n", "a :1\n"])
+def test_plain_yaml_refuses_what_is_outside_the_subset(text):
+    assert _plain_yaml(text) is None
+
+
+def test_plain_yaml_nesting_and_dedent():
+    text = "a:\n b:\n     c: 1\n     d: \"x\"\n e: 2\nf: {}\n"
+    assert (_typed(_plain_yaml(text)), None) == _safe_load(text)
+
+
+# ------------------------------------------------------------------------------------------- whole builds
+def _build_all():
+    out = []
+    for app, service, tree, changed in _CASES:
+        if changed is None:
+            continue
+        pipe = BuildPipeline(app)
+        r = pipe.build(service, tree, make_diff(tree, changed))
+        out.append((r.ok, r.stage_failed, r.log, r.changed, r.tests, sorted(r.files.items())))
+        # and a broken variant of every changed file (lint and unit-test failures with messages)
+        for p in sorted(set(changed) - set(tree) | {q for q in tree if tree[q] != changed.get(q)}):
+            text = changed[p]
+            for cut in (len(text) // 3, len(text) // 2):
+                broken = {**changed, p: text[:cut] + text[cut + 1:]}
+                r = pipe.build(service, tree, make_diff(tree, broken))
+                out.append((r.ok, r.stage_failed, r.log, r.changed, r.tests, sorted(r.files.items())))
+    return out
+
+
+def test_builds_of_catalogue_changes_match_the_definitions(monkeypatch):
+    sources._lint_file.cache_clear()
+    sources._parse_config.cache_clear()
+    fast = _build_all()
+    assert len(fast) > 150
+    assert {x[1] for x in fast} >= {None, "lint", "unit_tests"}
+    monkeypatch.setattr(sources, "_balance", sources._balance_scan)
+    monkeypatch.setattr(sources, "_plain_yaml", lambda text: None)
+    sources._lint_file.cache_clear()
+    sources._parse_config.cache_clear()
+    try:
+        slow = _build_all()
+    finally:
+        sources._lint_file.cache_clear()
+        sources._parse_config.cache_clear()
+    assert fast == slow
