@@ -30,12 +30,13 @@ caller's job (`Backend.deploy`). `build` never raises: a bad diff or a broken tr
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
 from apps.spec import AppSpec
-from sremarathon_env.pipeline.diff import PatchError, apply_diff, changed_paths
+from sremarathon_env.pipeline.diff import PatchError, apply_diff, changed_paths, safe_relpath
 
 Stage = Literal["apply", "lint", "unit_tests"]
 
@@ -87,6 +88,40 @@ def _file_diff(path: str, a: str | None, b: str | None, context: int) -> str:
     return "".join(out)
 
 
+#: path characters for which `_round_trips` vouches (the diff header then names the path as it is)
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*")
+#: line boundaries of str.splitlines other than a newline (difflib splits at them, the applier does not)
+_ODD_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _round_trips(base: dict[str, str], after: dict[str, str], paths: list[str]) -> bool:
+    """Whether ``apply_diff(base, make_diff(base, after))`` is ``after`` and `BuildPipeline.build` accepts that
+    diff, so that `BuildPipeline.build_change` may skip writing and applying it: every changed path is a file
+    of both trees (a modification, not a creation or deletion) and a plain safe relative path, both texts
+    break lines at newlines only (difflib's ``splitlines`` and the applier's ``split`` then see the same
+    lines; the "No newline at end of file" markers carry a missing final newline), and a bound on the diff's
+    length (every line of either text once, with its prefix and newline, two end-of-file markers, at most one
+    hunk header per line) stays within `MAX_DIFF_CHARS`. The hunks of such a diff hold the old file's lines
+    at the positions their headers name, so the applier matches them there.
+    (tests/pipeline/test_pipeline_fastpath.py compares both ways on catalogue changes and odd texts.)
+
+    >>> _round_trips({"a.go": "x\\n"}, {"a.go": "y\\n"}, ["a.go"]), _round_trips({}, {"a.go": "y\\n"}, ["a.go"])
+    (True, False)
+    >>> _round_trips({"a.go": "x\\r\\n"}, {"a.go": "y\\r\\n"}, ["a.go"])
+    False
+    """
+    size = 0
+    for p in paths:
+        a, b = base.get(p), after.get(p)
+        if (not isinstance(a, str) or not isinstance(b, str) or _PLAIN_PATH.fullmatch(p) is None
+                or safe_relpath(p) != p or _ODD_BREAKS.search(a) is not None or _ODD_BREAKS.search(b) is not None):
+            return False
+        la, lb = a.count("\n") + 1, b.count("\n") + 1
+        digits = len(str(max(la, lb) + 1))
+        size += 2 * len(p) + 16 + len(a) + len(b) + 2 * (la + lb) + 64 + (la + lb) * (12 + 4 * digits)
+    return size <= MAX_DIFF_CHARS
+
+
 class BuildPipeline:
     """Apply -> lint -> unit tests for one app's services."""
 
@@ -116,7 +151,16 @@ class BuildPipeline:
         if hit is None or hit[0] is not self.app:
             if len(_CHANGES) >= CHANGE_CACHE:
                 del _CHANGES[next(iter(_CHANGES))]   # the oldest entry
-            hit = _CHANGES[key] = (self.app, self.build(service, base, make_diff(base, {**base, **changed})))
+            after = {**base, **changed}
+            paths = changed_paths(base, after)
+            if service in self.app.service_names and paths and _round_trips(base, after, paths):
+                # what applying make_diff(base, after) gives: `after` itself (see `_round_trips`)
+                log = [f"build {self.app.name}/{service}",
+                       f"[apply] ok: {len(paths)} file(s) changed: {', '.join(paths)}"]
+                result = self._check(service, dict(base), after, paths, log)
+            else:
+                result = self.build(service, base, make_diff(base, after))
+            hit = _CHANGES[key] = (self.app, result)
         r = hit[1]
         return replace(r, files=dict(r.files), changed=list(r.changed), tests=list(r.tests))
 
@@ -140,6 +184,11 @@ class BuildPipeline:
             log.append("[apply] FAILED: the diff changes nothing")
             return BuildResult(False, base, "\n".join(log), "apply")
         log.append(f"[apply] ok: {len(changed)} file(s) changed: {', '.join(changed)}")
+        return self._check(service, base, tree, changed, log)
+
+    def _check(self, service: str, base: dict[str, str], tree: dict[str, str], changed: list[str],
+               log: list[str]) -> BuildResult:
+        """Stages 2 and 3 of `build` on the applied ``tree`` (``log`` holds the apply stage's lines)."""
         # 2. lint
         from apps import sources
 
