@@ -63,8 +63,10 @@ def env_section(apps: list[str], repeat: int = 3, injection_s: int = 3600, obser
     import gymnasium as gym
 
     import sremarathon_env  # noqa: F401  (registers the ids)
+    from sremarathon_env.alerts.bench import compiled_status, warm_kernels
     from sremarathon_env.registration import IDS
 
+    warm_kernels()   # the steady state of a process that steps many marathons (compiled kernels where numba is installed)
     rows = []
     for app in apps:
         if app not in IDS:
@@ -116,7 +118,7 @@ def env_section(apps: list[str], repeat: int = 3, injection_s: int = 3600, obser
                      "marathon_s": statistics.median(marathons), "share": share,
                      "cpu": {"reset_s": statistics.median(cpu_resets),
                              "step_ms": statistics.median(c * 1e3 for c in cpu_steps),
-                             "marathon_s": statistics.median(cpu_marathons)}})
+                             "marathon_s": statistics.median(cpu_marathons)}, "kernels": compiled_status()})
     return rows
 
 
@@ -137,6 +139,7 @@ def print_env(rows: list[dict]) -> None:
     if rows:
         worst = max(r["share"]["reward"] for r in rows)
         print(f"  reward replay share: max {100 * worst:.1f}% (target <= {100 * TARGET_REWARD_SHARE:.0f}%)")
+        print(f"  ({rows[0].get('kernels', '')})")
 
 
 def _run(apps: list[str], repeat: int) -> list[dict]:

@@ -42,7 +42,10 @@ def rl_section(apps: list[str], repeat: int = 3, episodes: int = EPISODES, injec
     from wrappers.gc_policy import tune_process
     from wrappers.rl import RLView
 
+    from sremarathon_env.alerts.bench import compiled_status, warm_kernels
+
     tune_process()   # the env runner's process settings
+    warm_kernels()   # a runner's steady state: it loads the compiled kernels (numba installed) after its first episodes
     inj = int(DEFAULT_ENV_CONFIG["injection_s"] if injection_s is None else injection_s)
     obs_s = int(DEFAULT_ENV_CONFIG["observation_s"] if observation_s is None else observation_s)
     rows = []
@@ -98,7 +101,7 @@ def rl_section(apps: list[str], repeat: int = 3, episodes: int = EPISODES, injec
                      "cpu_step_incl_reset_ms": statistics.median(per_step) * 1e3,
                      "cpu_reset_ms": statistics.median(resets) * 1e3,
                      "cpu_step_ms": statistics.median(steps) * 1e3,
-                     "cpu_episode_s": statistics.median(episode_s), "share": share})
+                     "cpu_episode_s": statistics.median(episode_s), "share": share, "kernels": compiled_status()})
     return rows
 
 
@@ -116,6 +119,7 @@ def print_rl(rows: list[dict]) -> None:
               f"{r['cpu_step_ms']:8.2f}{r['cpu_episode_s'] * 1e3:9.0f}  " + " ".join(f"{100 * sh[p]:5.1f}%" for p in PARTS))
     print("  /step+reset: CPU per env step with each episode's reset spread over its steps (what bounds RLlib's\n"
           "  sampling; `sremarathon train-bench` measures it under RLlib); shares are of step time")
+    print(f"  ({r0.get('kernels', '')})")
 
 
 def _run(apps: list[str], repeat: int) -> list[dict]:
