@@ -17,7 +17,9 @@ recreates a failed env so the replacement does not replay the same scenarios.
 
 GC: with ``tune_gc`` (default) `make_env` sets rollout thresholds for the garbage collector of its process and fixes
 the allocator's mmap threshold (`wrappers.gc_policy.tune_process`: an env runner only steps marathons; the same
-results, ~3 ms less per step, resident memory that does not climb with every episode).
+results, ~3 ms less per step, resident memory that does not climb with every episode), and loads the alert tape's
+compiled kernels at once where numba is installed (`sremarathon_env.alerts.compiled.warm`: a runner steps many
+episodes; the same results).
 
 Infrastructure failures (a lost connection to a live cluster, a timeout, `InfrastructureError` or
 any exception with ``infrastructure = True``) are never scored: with ``on_infra_failure="recreate"``
@@ -57,7 +59,8 @@ DEFAULT_ENV_CONFIG: dict[str, Any] = {
     "injection_s": 1200,
     "observation_s": 480,
     "reference_run": False,     # the no-action reference run only feeds the report's degradation figure
-    "tune_gc": True,            # rollout GC and allocator settings for this process (wrappers.gc_policy.tune_process)
+    "tune_gc": True,            # rollout GC and allocator settings for this process (wrappers.gc_policy.tune_process),
+                                # and the alert tape's compiled kernels loaded at once (numba installed)
 }
 _OURS = ("seed", "on_infra_failure", "num_envs", "sub_index", "tune_gc")
 
@@ -170,6 +173,9 @@ def make_env(env_config: Any = None) -> gym.Env:
         from wrappers.gc_policy import tune_process
 
         tune_process()   # GC thresholds and the allocator's mmap threshold (resident memory flat across episodes)
+        from sremarathon_env.alerts.compiled import warm
+
+        warm()   # the alert tape's compiled kernels from the first episode (numba installed; ~0.4 s once per process)
     core = SREMarathonEnv(**kwargs)
     return RLlibEnv(RLView(core), seed=ours["seed"], worker_index=worker, sub_index=sub,
                     on_infra_failure=ours["on_infra_failure"])

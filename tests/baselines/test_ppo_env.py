@@ -239,3 +239,11 @@ def test_make_env_sets_rollout_gc_thresholds_unless_told_not_to():
         assert gc.get_threshold() == ROLLOUT_THRESHOLDS
     finally:
         gc.set_threshold(*old)
+    # a rollout process also runs the alert tape's compiled kernels from its first episode, where numba is installed
+    import importlib.util
+    import os
+
+    from sremarathon_env.alerts import compiled
+
+    if importlib.util.find_spec("numba") is not None and os.environ.get("SREMARATHON_NUMBA") != "0":
+        assert compiled.kernels() is not None and compiled.status().startswith("compiled kernels: on")
