@@ -534,7 +534,42 @@ def _code_plan(app: AppSpec, service: str, tpl: dict) -> dict:
     return plan
 
 
+#: (id(app), service, part, text of the part's file) -> (app, results): the unit tests of one part of a tree (a code
+#: tree's config, entry point, handlers file and test file; an infra tree's config), each a pure function of the
+#: app, the service and that one file's text (None: missing). A build changes one file of a tree, so the other
+#: parts' results are found here. The entry keeps the app so that a reused id never hits a stale result.
+_PART_TESTS: dict[tuple, tuple[AppSpec, tuple[tuple[str, bool, str], ...]]] = {}
+PART_TESTS_MAX = 2048
+
+
+def _part_tests(app: AppSpec, service: str, part: str, text: str | None, compute) -> tuple[tuple[str, bool, str], ...]:
+    key = (id(app), service, part, text)
+    hit = _PART_TESTS.get(key)
+    if hit is not None and hit[0] is app:
+        return hit[1]
+    res = tuple(compute(text))
+    if len(_PART_TESTS) >= PART_TESTS_MAX:
+        del _PART_TESTS[next(iter(_PART_TESTS))]   # the oldest entry
+    _PART_TESTS[key] = (app, res)
+    return res
+
+
 def _code_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
+    """The code tree's unit tests: its config's, its entry point's, its handlers', its test file's, in this order,
+    each part's results kept by its file's text (`_code_tests_of` is the definition: the same tests in one pass;
+    a tree with a non-text value at one of these paths goes there)."""
+    plan = _code_plan(app, service, tpl)
+    if not all(isinstance(tree.get(p, ""), str) for p in (plan["cfg_path"], plan["entry_path"], plan["hpath"], plan["tpath"])):
+        return _code_tests_of(app, service, tree, tpl)
+    res = list(_part_tests(app, service, "config", tree.get(plan["cfg_path"]), lambda t: _config_tests(plan, t)))
+    res += _part_tests(app, service, "entry", tree.get(plan["entry_path"]), lambda t: _entry_tests(plan, t))
+    res += _part_tests(app, service, "handlers", tree.get(plan["hpath"], ""), lambda t: _handler_tests(plan, t))
+    res += _part_tests(app, service, "test", tree.get(plan["tpath"]), lambda t: _test_file_tests(plan, t))
+    return res
+
+
+def _code_tests_of(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
+    """The definition of `_code_tests` (one pass over the tree)."""
     plan = _code_plan(app, service, tpl)
     res: list[tuple[str, bool, str]] = []
     cfg_path = plan["cfg_path"]
@@ -587,7 +622,74 @@ def _code_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> 
     return res
 
 
+def _config_tests(plan: dict, text: str | None) -> list[tuple[str, bool, str]]:
+    res: list[tuple[str, bool, str]] = []
+    cfg_path = plan["cfg_path"]
+    cfg: Any = None
+    if text is None:
+        res.append(("config_parses", False, f"{cfg_path} is missing"))
+    else:
+        try:
+            cfg = _parse_config(text, plan["fmt"])
+            ok = isinstance(cfg, dict)
+            res.append(("config_parses", ok, "ok" if ok else f"{cfg_path}: top level is not a mapping"))
+        except Exception as exc:  # noqa: BLE001 - any parse error is a test failure
+            res.append(("config_parses", False, f"{cfg_path}: {type(exc).__name__}: {exc}"))
+    if not isinstance(cfg, dict):
+        cfg = {}
+    want_port = plan["want_port"]
+    res.append(("config_port_matches_service", cfg.get("port") == want_port,
+                f"port {cfg.get('port')!r}, Service targets {want_port}"))
+    clients = cfg.get("clients") if isinstance(cfg.get("clients"), dict) else {}
+    for n, ident in plan["clients"]:
+        entry = clients.get(n)
+        entry = entry if isinstance(entry, dict) else {}
+        addr = entry.get("address")
+        res.append((f"config_{ident}_address_defined", isinstance(addr, str) and bool(_ADDR_RE.match(addr)),
+                    f"{n}.address = {addr!r}"))
+        t = entry.get("timeout_ms")
+        res.append((f"config_{ident}_timeout_positive", _num(t) and t > 0, f"{n}.timeout_ms = {t!r}"))
+        r = entry.get("retries")
+        res.append((f"config_{ident}_retries_valid", isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 10,
+                    f"{n}.retries = {r!r}"))
+        p = entry.get("pool_size")
+        res.append((f"config_{ident}_pool_size_valid", isinstance(p, int) and not isinstance(p, bool) and p >= 1,
+                    f"{n}.pool_size = {p!r}"))
+    return res
+
+
+def _entry_tests(plan: dict, text: str | None) -> list[tuple[str, bool, str]]:
+    entry_path, want_port = plan["entry_path"], plan["want_port"]
+    m = plan["port_def"].search(text if text is not None else "")
+    got = m.group(1) if m else None
+    return [("entrypoint_port_matches_service", got == str(want_port),
+             f"{entry_path}: default port {got!r}, Service targets {want_port}" if text is not None
+             else f"{entry_path} is missing")]
+
+
+def _handler_tests(plan: dict, htext: str) -> list[tuple[str, bool, str]]:
+    hpath = plan["hpath"]
+    res = []
+    for test_name, name, pat in plan["handlers"]:
+        ok = pat.search(htext) is not None
+        res.append((test_name, ok, f"{hpath}: handler {name} " + ("defined" if ok else "not defined")))
+    return res
+
+
+def _test_file_tests(plan: dict, ttext: str | None) -> list[tuple[str, bool, str]]:
+    return [("unit_test_file_present", ttext is not None and len(ttext.strip()) > 0, plan["tpath"])]
+
+
 def _infra_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
+    """The infra tree's unit tests, all on its config file (`_infra_tests_of` is the definition)."""
+    path = config_path(app, service)
+    if not isinstance(tree.get(path, ""), str):
+        return _infra_tests_of(app, service, tree, tpl)
+    return list(_part_tests(app, service, "infra", tree.get(path),
+                            lambda t: _infra_tests_of(app, service, {path: t} if t is not None else {}, tpl)))
+
+
+def _infra_tests_of(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
     svc = app.service(service)
     base = _values(app, svc)
     res: list[tuple[str, bool, str]] = []

@@ -94,6 +94,14 @@ _PLAIN_PATH = re.compile(r"[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*")
 _ODD_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
+def _odd_breaks(text: str) -> bool:
+    """Whether ``text`` holds a line boundary of str.splitlines other than a newline (`_ODD_BREAKS`; for an
+    ASCII text, the six ASCII ones looked up with ``in``, which is ~30x faster than the regex)."""
+    if text.isascii():
+        return "\r" in text or "\x0b" in text or "\x0c" in text or "\x1c" in text or "\x1d" in text or "\x1e" in text
+    return _ODD_BREAKS.search(text) is not None
+
+
 def _round_trips(base: dict[str, str], after: dict[str, str], paths: list[str]) -> bool:
     """Whether ``apply_diff(base, make_diff(base, after))`` is ``after`` and `BuildPipeline.build` accepts that
     diff, so that `BuildPipeline.build_change` may skip writing and applying it: every changed path is a file
@@ -114,7 +122,7 @@ def _round_trips(base: dict[str, str], after: dict[str, str], paths: list[str]) 
     for p in paths:
         a, b = base.get(p), after.get(p)
         if (not isinstance(a, str) or not isinstance(b, str) or _PLAIN_PATH.fullmatch(p) is None
-                or safe_relpath(p) != p or _ODD_BREAKS.search(a) is not None or _ODD_BREAKS.search(b) is not None):
+                or safe_relpath(p) != p or _odd_breaks(a) or _odd_breaks(b)):
             return False
         la, lb = a.count("\n") + 1, b.count("\n") + 1
         digits = len(str(max(la, lb) + 1))

@@ -5,8 +5,10 @@
   apps' trees, with every change-driven fault's edit applied, and on mutated copies of them;
 - `apps.sources._plain_yaml` (the rendered configs' block-mapping subset) against PyYAML's pure-Python safe
   loader, value and types, on the same kind of texts;
+- `apps.sources.unit_tests` (results kept per file part by its text) against the one-pass definitions
+  `_code_tests_of` / `_infra_tests_of`, on the apps' trees, catalogue changes and mutated trees;
 - whole builds (`BuildPipeline.build`: lint messages, unit-test results, logs) of every catalogue change of
-  every app, with the fast paths and with both replaced by their definitions.
+  every app, with the fast paths and with all of them replaced by their definitions.
 """
 
 import numpy as np
@@ -255,6 +257,7 @@ def _build_all():
 
 
 def test_builds_of_catalogue_changes_match_the_definitions(monkeypatch):
+    sources._PART_TESTS.clear()
     sources._lint_file.cache_clear()
     sources._parse_config.cache_clear()
     fast = _build_all()
@@ -262,6 +265,8 @@ def test_builds_of_catalogue_changes_match_the_definitions(monkeypatch):
     assert {x[1] for x in fast} >= {None, "lint", "unit_tests"}
     monkeypatch.setattr(sources, "_balance", sources._balance_scan)
     monkeypatch.setattr(sources, "_plain_yaml", lambda text: None)
+    monkeypatch.setattr(sources, "_code_tests", sources._code_tests_of)
+    monkeypatch.setattr(sources, "_infra_tests", sources._infra_tests_of)
     sources._lint_file.cache_clear()
     sources._parse_config.cache_clear()
     try:
@@ -270,3 +275,71 @@ def test_builds_of_catalogue_changes_match_the_definitions(monkeypatch):
         sources._lint_file.cache_clear()
         sources._parse_config.cache_clear()
     assert fast == slow
+
+
+# ------------------------------------------------------------------------------------------- unit tests per part
+def _definition(app, service, tree):
+    svc = app.service(service)
+    tpl = sources._template_for(svc)
+    if tpl.get("kind") == "infra":
+        return sources._infra_tests_of(app, service, tree, tpl)
+    return sources._code_tests_of(app, service, tree, tpl)
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args), None
+    except Exception as e:   # noqa: BLE001 - the same exception either way
+        return None, (type(e).__name__, str(e))
+
+
+def test_unit_tests_per_part_match_the_definition():
+    rng = np.random.default_rng(13)
+    sources._PART_TESTS.clear()
+    n_failed = 0
+    for app, service, tree, changed in _CASES:
+        variants = [tree] + ([changed] if changed is not None else [])
+        t = dict(changed or tree)
+        paths = sorted(t)
+        for _ in range(4):                                   # mutated trees: edits, deletions, emptied files
+            p = paths[int(rng.integers(len(paths)))]
+            k = int(rng.integers(4))
+            if k == 0:
+                t = {q: x for q, x in t.items() if q != p}
+            elif k == 1:
+                t = {**t, p: ""}
+            elif k == 2:
+                t = {**t, p: _mutate(t[p], rng, _BALANCE_CHARS + ["-", "0", "9", ":"])} if p in t else t
+            else:
+                t = {**t, p: t[p].replace("0", "", 1)} if p in t else t
+            variants.append(t)
+        for v in variants:
+            want = _definition(app, service, v)
+            n_failed += not all(ok for _, ok, _ in want)
+            for _ in range(2):                               # computed, then found
+                got = sources.unit_tests(app, service, v)
+                assert got == want and [type(ok) for _, ok, _ in got] == [type(ok) for _, ok, _ in want]
+                got.append(("scribbled", False, ""))         # a caller's list is its own
+    assert n_failed > 100
+    assert 0 < len(sources._PART_TESTS) <= sources.PART_TESTS_MAX
+
+
+def test_unit_tests_non_text_values_go_to_the_definition():
+    for app, service, tree, changed in _CASES[:40]:
+        for p in sorted(tree):
+            bad = {**tree, p: ["not", "text"]}
+            assert _outcome(sources.unit_tests, app, service, bad) == _outcome(_definition, app, service, bad)
+
+
+def test_part_results_are_bounded_and_per_app(monkeypatch):
+    monkeypatch.setattr(sources, "PART_TESTS_MAX", 8)
+    sources._PART_TESTS.clear()
+    app, service, tree, _ = next(c for c in _CASES if c[3] is None and not
+                                 sources._template_for(c[0].service(c[1])).get("kind") == "infra")
+    for i in range(20):
+        cfg = sources.config_path(app, service)
+        sources.unit_tests(app, service, {**tree, cfg: tree[cfg] + f"# {i}\n"})
+        assert len(sources._PART_TESTS) <= 8
+    other = app.model_copy(deep=True)                        # an equal app under another id: its own entries
+    assert sources.unit_tests(other, service, tree) == sources.unit_tests(app, service, tree)
+    sources._PART_TESTS.clear()

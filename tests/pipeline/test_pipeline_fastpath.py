@@ -164,3 +164,12 @@ def test_round_trip_and_size_bound_on_random_texts():
         else:
             refused += 1
     assert vouched > 500 and refused > 10
+
+
+def test_odd_breaks_is_the_splitlines_definition():
+    """`_odd_breaks` says whether str.splitlines breaks a text anywhere but at newlines."""
+    for c in map(chr, range(0x3000)):
+        for text in (f"ab{c}cd\n", f"é{c}\n", c):
+            want = len(text.splitlines()) != len(text.split("\n")) - (1 if text.endswith("\n") else 0) or \
+                any(x.splitlines() != [x] for x in text.split("\n") if x)
+            assert B._odd_breaks(text) == want, repr(c)
