@@ -879,6 +879,18 @@ def lint(app: AppSpec, service: str, tree: dict[str, str]) -> list[str]:
     return errors
 
 
+def _lint_yaml(text: str) -> None:
+    """Raise what ``yaml_load(text, all_documents=True)`` raises, else return. A text that loads as one document
+    (`_parse_config`, cached: the config's unit tests then find it parsed) is a valid stream: the single loader
+    has parsed it to its end. Any other text is loaded as all its documents, whose error is the lint's."""
+    try:
+        _parse_config(text, "yaml")
+        return
+    except Exception:   # noqa: BLE001 - no verdict yet: the multi-document load decides
+        pass
+    yaml_load(text, all_documents=True)
+
+
 @lru_cache(maxsize=4096)
 def _lint_file(path: str, text: str) -> str | None:
     """One file's lint error (``"path: message"``) or None; a pure function of path and content, cached
@@ -891,7 +903,7 @@ def _lint_file(path: str, text: str) -> str | None:
         elif ext == ".json":
             json.loads(text)
         elif ext in {".yaml", ".yml"}:
-            yaml_load(text, all_documents=True)
+            _lint_yaml(text)
         elif ext == ".toml":
             tomllib.loads(text)
         elif ext in {".xml", ".csproj"}:

@@ -267,6 +267,7 @@ def test_builds_of_catalogue_changes_match_the_definitions(monkeypatch):
     monkeypatch.setattr(sources, "_plain_yaml", lambda text: None)
     monkeypatch.setattr(sources, "_code_tests", sources._code_tests_of)
     monkeypatch.setattr(sources, "_infra_tests", sources._infra_tests_of)
+    monkeypatch.setattr(sources, "_lint_yaml", lambda text: sources.yaml_load(text, all_documents=True))
     sources._lint_file.cache_clear()
     sources._parse_config.cache_clear()
     try:
@@ -343,3 +344,32 @@ def test_part_results_are_bounded_and_per_app(monkeypatch):
     other = app.model_copy(deep=True)                        # an equal app under another id: its own entries
     assert sources.unit_tests(other, service, tree) == sources.unit_tests(app, service, tree)
     sources._PART_TESTS.clear()
+
+
+# ------------------------------------------------------------------------------------------- YAML lint
+def _yaml_verdict(fn, text):
+    try:
+        fn(text)
+    except Exception as e:   # noqa: BLE001
+        return type(e).__name__, str(e)
+    return None
+
+
+def test_yaml_lint_through_the_config_parser_matches_the_multi_document_load():
+    texts = [t for _, t in _files(lambda p: p.endswith(YAML_EXT))]
+    texts += ["", "a: 1\n---\nb: 2\n", "---\na: 1\n", "a: [1\n", "a: 1\n...\n", "- 1\n- 2\n", "x\n---\n[",
+              "a:\tb\n", "%YAML 1.1\n---\na: 1\n", "a: 1\n---\n", "a: !!int x\n", "? [a]\n: 1\n"]
+    rng = np.random.default_rng(8)
+    for n in range(3000):
+        text = texts[n % len(texts)]
+        for _ in range(int(rng.integers(1, 3))):
+            text = _mutate(text, rng, _YAML_CHARS + ["---\n", "...\n"])
+        texts.append(text)
+    bad = 0
+    for text in texts:
+        sources._parse_config.cache_clear()
+        want = _yaml_verdict(lambda t: sources.yaml_load(t, all_documents=True), text)
+        bad += want is not None
+        assert _yaml_verdict(sources._lint_yaml, text) == want, text
+        assert _yaml_verdict(sources._lint_yaml, text) == want, text      # with the parse cached
+    assert 300 < bad < len(texts) - 300
