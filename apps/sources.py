@@ -259,72 +259,6 @@ def _parse_config(text: str, fmt: str) -> Any:
 _FAST_YAML = getattr(yaml, "CSafeLoader", None)
 
 
-#: one line of `_plain_yaml`'s subset: indent, key (a plain scalar starting with a letter or ``_``), and either
-#: nothing (a nested mapping follows), ``{}``, a double-quoted string without escapes, or a decimal number
-_PLAIN_LINE = re.compile(r'( *)([A-Za-z_][A-Za-z0-9_-]*):(?: ("[ !#-\[\]-~]*"|-?(?:0|[1-9][0-9]{0,17})(\.[0-9]{1,17})?|\{\}))?')
-#: anything but printable ASCII and newlines (tabs, carriage returns, control and non-ASCII characters)
-_PLAIN_ODD = re.compile(r"[^\n -~]")
-#: plain scalars that YAML 1.1's resolver turns into booleans or null (the keys of the subset must stay strings)
-_PLAIN_RESERVED = frozenset("yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF null Null NULL".split())
-
-
-def _plain_yaml(text: str) -> dict | None:
-    """``yaml.safe_load(text)`` for the block-mapping subset the services' configs are rendered in, or None
-    when ``text`` is not in it (then a YAML parser decides). The subset: printable ASCII, newline-terminated
-    lines, each a ``#`` comment at column 0 or ``key:`` / ``key: value`` (see `_PLAIN_LINE`: keys that resolve
-    to strings, values ``{}``, ``"..."`` without escapes, decimal ints without leading zeros, decimal
-    fractions), keys unique per mapping, a ``key:`` line followed by a deeper-indented one, dedents back to an
-    open level, at least one key. Such a text is always valid YAML with exactly this one document.
-    (tests/apps/test_sources_fastpaths.py compares it with PyYAML on the apps' files and mutated copies.)
-
-    >>> _plain_yaml('# c\\nport: 8080\\nclients:\\n  a:\\n    timeout_ms: 2.5\\n    env: "A_ADDR"\\nsettings: {}\\n')
-    {'port': 8080, 'clients': {'a': {'timeout_ms': 2.5, 'env': 'A_ADDR'}}, 'settings': {}}
-    >>> _plain_yaml("on: 1\\n") is None, _plain_yaml("a: 010\\n") is None, _plain_yaml("a:\\nb: 1\\n") is None
-    (True, True, True)
-    """
-    if not text.endswith("\n") or _PLAIN_ODD.search(text) is not None:
-        return None
-    root: dict = {}
-    levels: list[tuple[int, dict]] = []        # open mappings: (indent, mapping), innermost last
-    opened: dict | None = root                  # a mapping whose first line comes next (root: at indent 0)
-    match = _PLAIN_LINE.fullmatch
-    for line in text[:-1].split("\n"):
-        if line[:1] == "#":
-            continue
-        m = match(line)
-        if m is None:
-            return None
-        indent = len(m[1])
-        if opened is not None:
-            if (indent <= levels[-1][0]) if levels else indent != 0:
-                return None                     # an empty value (null): not in the subset
-            levels.append((indent, opened))
-            opened = None
-        else:
-            while indent < levels[-1][0]:
-                levels.pop()
-                if not levels:
-                    return None
-            if indent != levels[-1][0]:
-                return None
-        mapping = levels[-1][1]
-        key = m[2]
-        if key in mapping or key in _PLAIN_RESERVED:
-            return None
-        value = m[3]
-        if value is None:
-            mapping[key] = opened = {}
-        elif value == "{}":
-            mapping[key] = {}
-        elif value[0] == '"':
-            mapping[key] = value[1:-1]
-        else:
-            mapping[key] = float(value) if m[4] else int(value)
-    if opened is not None:
-        return None                             # no key at all, or a trailing ``key:`` (null)
-    return root
-
-
 def yaml_load(text: str, *, all_documents: bool = False) -> Any:
     """``yaml.safe_load(text)`` (``list(yaml.safe_load_all(text))`` with ``all_documents``), errors included:
     libyaml's parser first (the same safe constructor and resolver, so the same objects); a text it refuses,
@@ -343,9 +277,6 @@ def yaml_load(text: str, *, all_documents: bool = False) -> Any:
     ...     print(type(e).__name__, e.problem)
     ParserError expected ',' or ']', but got '<stream end>'
     """
-    doc = _plain_yaml(text)
-    if doc is not None:
-        return [doc] if all_documents else doc
     if _FAST_YAML is not None and "\t" not in text:   # libyaml takes tabs inside plain scalars, PyYAML refuses
         try:
             if all_documents:

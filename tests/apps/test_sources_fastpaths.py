@@ -3,8 +3,6 @@
 - `apps.sources._balance` (comments and literals cut out by a regex, then pair deletion) against the
   token-by-token scanner `_balance_scan`, verdict and message, on every bracket-checked file of the three
   apps' trees, with every change-driven fault's edit applied, and on mutated copies of them;
-- `apps.sources._plain_yaml` (the rendered configs' block-mapping subset) against PyYAML's pure-Python safe
-  loader, value and types, on the same kind of texts;
 - `apps.sources.unit_tests` (results kept per file part by its text) against the one-pass definitions
   `_code_tests_of` / `_infra_tests_of`, on the apps' trees, catalogue changes and mutated trees;
 - whole builds (`BuildPipeline.build`: lint messages, unit-test results, logs) of every catalogue change of
@@ -13,10 +11,9 @@
 
 import numpy as np
 import pytest
-import yaml
 
 from apps import load_app, sources
-from apps.sources import _balance, _balance_scan, _plain_yaml, initial_tree
+from apps.sources import _balance, _balance_scan, initial_tree
 from faults.catalogue import apply_changes, catalogue_apps, load_catalogue
 from sremarathon_env.pipeline import BuildPipeline, make_diff
 
@@ -134,109 +131,6 @@ def test_balance_deep_nesting_goes_to_the_scanner():
         assert _balance(text + ")", ".java") == _balance_scan(text + ")", ".java") == "line 1: unmatched ')'"
 
 
-# ------------------------------------------------------------------------------------------- _plain_yaml
-def _typed(v):
-    """A structure that tells ints, floats, bools and strings apart (and -0.0 from 0.0)."""
-    if isinstance(v, dict):
-        return ("dict", [(_typed(k), _typed(x)) for k, x in v.items()])
-    if isinstance(v, list):
-        return ("list", [_typed(x) for x in v])
-    return (type(v).__name__, repr(v))
-
-
-def _safe_load(text: str):
-    try:
-        return _typed(yaml.safe_load(text)), None
-    except yaml.YAMLError as e:
-        return None, type(e).__name__
-
-
-def test_plain_yaml_matches_pyyaml_on_practical_files():
-    texts = [t for _, t in _files(lambda p: p.endswith(YAML_EXT))]
-    plain = 0
-    for text in texts:
-        got = _plain_yaml(text)
-        if got is not None:
-            plain += 1
-            assert (_typed(got), None) == _safe_load(text)
-    assert plain > 0.8 * len(texts) and plain > 40, "the configs are in the subset"
-
-
-_YAML_CHARS = [":", "-", "[", "]", "{", "}", "'", '"', "\t", "#", "&", "*", "!", "|", ">", "%", "@", "`", " ", "\n",
-               ",", "?", "\\", "\x00", "é", "0", "1", ".", "e", "_", "y", "on", "null", "~", "\r", "\x7f"]
-
-
-def test_plain_yaml_matches_pyyaml_on_mutated_files():
-    texts = [t for _, t in _files(lambda p: p.endswith(YAML_EXT))]
-    rng = np.random.default_rng(5)
-    plain = 0
-    for n in range(6000):
-        text = texts[n % len(texts)]
-        for _ in range(int(rng.integers(1, 4))):
-            text = _mutate(text, rng, _YAML_CHARS)
-        got = _plain_yaml(text)
-        if got is not None:
-            plain += 1
-            assert (_typed(got), None) == _safe_load(text), text
-            assert sources.yaml_load(text, all_documents=True) == [got]
-    assert 500 < plain < 5500, "both sides of the subset are reached"
-
-
-_VALUES = ["0", "-0", "7", "-12", "010", "0x1F", "1_000", "1:30", "0.0", "-0.0", "2.5", "-3.25", "1.", ".5", "1e3",
-           "00.5", "123456789012345678", "1234567890123456789", '""', '"a b"', '" #x: y "', "{}", "true", "yes", "on",
-           "null", "~", "x", "'x'", '"a\\"b"', "[]", "{a: 1}", "!!str 1", "&a 1", "1 # c", "", " 1", ":", "- 1"]
-
-
-def test_plain_yaml_matches_pyyaml_on_edited_values_and_keys():
-    """The edits change-driven faults make: one line's value (or key) replaced."""
-    texts = [t for _, t in _files(lambda p: p.endswith(YAML_EXT))]
-    rng = np.random.default_rng(6)
-    plain = 0
-    for n in range(4000):
-        lines = texts[n % len(texts)].split("\n")
-        for _ in range(int(rng.integers(1, 3))):
-            i = int(rng.integers(len(lines)))
-            head, sep, _ = lines[i].partition(": ")
-            if not sep:
-                head, sep = lines[i].rstrip(":"), ": "
-            if rng.integers(4) == 0:
-                head = head[:len(head) - len(head.lstrip())] + str(rng.choice(["on", "y", "No", "a", "_x", "1a", "a b"]))
-            lines[i] = head + sep + _VALUES[int(rng.integers(len(_VALUES)))]
-        text = "\n".join(lines)
-        got = _plain_yaml(text)
-        if got is not None:
-            plain += 1
-            assert (_typed(got), None) == _safe_load(text), text
-    assert 300 < plain < 3900, "both sides of the subset are reached"
-
-
-@pytest.mark.parametrize("value", ["0", "-0", "7", "-12", "010", "0x1F", "1_000", "1:30", "0.0", "-0.0", "2.5",
-                                   "-3.25", "1.", ".5", "1e3", "1.0e+3", "00.5", "123456789012345678",
-                                   "1234567890123456789", "0.12345678901234567", '""', '"a b"', '" #x: y "', "{}",
-                                   "true", "yes", "on", "null", "~", "x", "'x'", '"a\\"b"', "[]", "{a: 1}",
-                                   "!!str 1", "&a 1", "1 # c"])
-@pytest.mark.parametrize("key", ["a", "_", "timeout_ms", "ts-x-service", "ENV_ADDR", "on", "No", "NULL", "y",
-                                 "n", "Off", "TRUE", "a1", "-a", "1a", "a.b", "a b"])
-def test_plain_yaml_scalars(key, value):
-    for text in (f"{key}: {value}\n", f"# h\nk:\n  {key}: {value}\n  z: 1\nw: {{}}\n"):
-        got = _plain_yaml(text)
-        if got is not None:
-            assert (_typed(got), None) == _safe_load(text), text
-
-
-@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "a: 1", "a:\n", "a:\nb: 1\n", "a:\n  b:\n",
-                                  " a: 1\n", "a: 1\n  b: 2\n", "a:\n    b: 1\n  c: 2\n", "a: 1\na: 2\n",
-                                  "a: 1\n\nb: 2\n", "a: 1\n---\nb: 2\n", "a: 1\r\n", "a:\n\tb: 1\n", "a: 1 \n",
-                                  "a:  1\n", "a :1\n"])
-def test_plain_yaml_refuses_what_is_outside_the_subset(text):
-    assert _plain_yaml(text) is None
-
-
-def test_plain_yaml_nesting_and_dedent():
-    text = "a:\n b:\n     c: 1\n     d: \"x\"\n e: 2\nf: {}\n"
-    assert (_typed(_plain_yaml(text)), None) == _safe_load(text)
-
-
 # ------------------------------------------------------------------------------------------- whole builds
 def _build_all():
     out = []
@@ -264,7 +158,6 @@ def test_builds_of_catalogue_changes_match_the_definitions(monkeypatch):
     assert len(fast) > 150
     assert {x[1] for x in fast} >= {None, "lint", "unit_tests"}
     monkeypatch.setattr(sources, "_balance", sources._balance_scan)
-    monkeypatch.setattr(sources, "_plain_yaml", lambda text: None)
     monkeypatch.setattr(sources, "_code_tests", sources._code_tests_of)
     monkeypatch.setattr(sources, "_infra_tests", sources._infra_tests_of)
     monkeypatch.setattr(sources, "_lint_yaml", lambda text: sources.yaml_load(text, all_documents=True))
@@ -347,6 +240,10 @@ def test_part_results_are_bounded_and_per_app(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------- YAML lint
+_YAML_CHARS = [":", "-", "[", "]", "{", "}", "'", '"', "\t", "#", "&", "*", "!", "|", ">", "%", "@", "`", " ", "\n",
+               ",", "?", "\\", "\x00", "é", "0", "1", ".", "e", "_", "y", "on", "null", "~", "\r", "\x7f"]
+
+
 def _yaml_verdict(fn, text):
     try:
         fn(text)
