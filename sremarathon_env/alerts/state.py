@@ -33,7 +33,8 @@ from ..telemetry.store import MetricStore
 from .engine import PromQLEngine
 from .limits import Limits, QueryError
 from .plan import PackPlan
-from .rulepack import RulePack, load_rule_pack
+from .rulepack import _PARTS as _TEMPLATE_PARTS
+from .rulepack import RulePack, _template_parts, go_float, load_rule_pack
 from .values import Vec
 
 
@@ -112,32 +113,61 @@ class _Alert:
     _j: str | None = field(default=None, repr=False, compare=False)
     _j_rev: int = field(default=-1, repr=False, compare=False)
     _j_const: tuple | None = field(default=None, repr=False, compare=False)
+    #: (state key, head, mid) of `_state_parts`; (rule, sample labels, `_ann_pieces`) of the annotation source
+    _j_state: tuple | None = field(default=None, repr=False, compare=False)
+    _j_ann: tuple | None = field(default=None, repr=False, compare=False)
+    #: the dict `annotations_now` rendered last (``annotations`` is that render while it is this object)
+    _ann_obj: dict | None = field(default=None, repr=False, compare=False)
 
     def json_text(self) -> str:
-        """``dumps(self.to_dict())`` (compact sorted ASCII JSON), cached until the alert changes; the parts that
-        never change are encoded once."""
+        """``dumps(self.to_dict())`` (compact sorted ASCII JSON), cached until the alert changes. The parts that
+        never change (name, labels, fingerprint) are encoded once, those that change only with the state (times,
+        episodes) once per state; the annotations come from their source's encoded pieces (`_ann_pieces`: the
+        template text with the labels filled in, escaped once, joined at the value's Go text) without rendering
+        the dict, which stays pending for the dict readers."""
         if self._j_rev != self.rev:
             if self._j_const is None:
                 self._j_const = (_JSON.encode(self.labels["alertname"]), _JSON.encode(self.labels),
-                                 _JSON.encode(self.fingerprint), _num(self.first_pending_ms / 1000))
-            name, labels, fp, first_pending = self._j_const
-            state = self.state if self.state != "inactive" else "resolved"
-            # the keys in sorted order (_SORTED_KEYS), each value as ``_JSON`` encodes it
-            self._j = "".join((
-                '{"active_at":', _num(self.active_at_ms / 1000),
-                ',"alertname":', name,
-                ',"annotations":', _encode_str_dict(self.annotations_now()),
-                ',"episodes":', _num(self.episodes),
-                ',"fingerprint":', fp,
-                ',"firing_since":', _num(None if self.firing_ms is None else self.firing_ms / 1000),
-                ',"first_firing_at":', _num(None if self.first_firing_ms is None else self.first_firing_ms / 1000),
-                ',"first_pending_at":', first_pending,
-                ',"labels":', labels,
-                ',"resolved_at":', _num(None if self.resolved_ms is None else self.resolved_ms / 1000),
-                ',"state":', _STATE_TEXT.get(state) or _JSON.encode(state),
-                ',"value":', _num(self.value), "}"))
+                                 _JSON.encode(self.fingerprint), _ms_text(self.first_pending_ms))
+            skey = (self.state, self.active_at_ms, self.episodes, self.firing_ms, self.first_firing_ms,
+                    self.resolved_ms)
+            if self._j_state is None or self._j_state[0] != skey:
+                self._j_state = (skey,) + self._state_parts()
+            _, head, mid = self._j_state
+            ann = None
+            src = self.ann_src
+            if src is None and self.annotations is self._ann_obj:
+                src = self._ann_from   # rendered from it (not set from outside)
+            if src is not None:
+                ap = self._j_ann
+                if ap is None or ap[0] is not src[0] or (ap[1] is not src[1] and ap[1] != src[1]):
+                    ap = self._j_ann = (src[0], src[1], _ann_pieces(src[0], src[1]))
+                pieces = ap[2]
+                if pieces is not None:
+                    ann = pieces[0] if len(pieces) == 1 else _go_text(src[2]).join(pieces)
+            if ann is None:
+                ann = _encode_str_dict(self.annotations_now())
+            self._j = "".join((head, ann, mid, _num(self.value), "}"))
             self._j_rev = self.rev
         return self._j
+
+    def _state_parts(self) -> tuple[str, str]:
+        """The text before the annotations and between them and the value (keys in sorted order,
+        `_SORTED_KEYS`, each value as ``_JSON`` encodes it)."""
+        name, labels, fp, first_pending = self._j_const
+        state = self.state if self.state != "inactive" else "resolved"
+        head = '{"active_at":' + _ms_text(self.active_at_ms) + ',"alertname":' + name + ',"annotations":'
+        mid = "".join((
+            ',"episodes":', _num(self.episodes),
+            ',"fingerprint":', fp,
+            ',"firing_since":', _ms_text(self.firing_ms),
+            ',"first_firing_at":', _ms_text(self.first_firing_ms),
+            ',"first_pending_at":', first_pending,
+            ',"labels":', labels,
+            ',"resolved_at":', _ms_text(self.resolved_ms),
+            ',"state":', _STATE_TEXT.get(state) or _JSON.encode(state),
+            ',"value":'))
+        return head, mid
 
     def set_value(self, rule, v: float) -> bool:
         """The latest evaluation's value (annotations follow it); the revision moves only when the alert's
@@ -155,7 +185,7 @@ class _Alert:
     def annotations_now(self) -> dict:
         if self.ann_src is not None:
             rule, sample, value = self.ann_src
-            self.annotations = rule.render_annotations(sample, value)
+            self.annotations = self._ann_obj = rule.render_annotations(sample, value)
             self._ann_from = self.ann_src
             self.ann_src = None
         return self.annotations
@@ -184,11 +214,118 @@ class _Alert:
         }
 
 
+#: texts of `_ms_text` and `_go_text` by their (exact) input; each starts again past its bound
+_MS_TEXT: dict[int, str] = {}
+_GO_TEXT: dict[float, str] = {}
+TEXT_CACHE_MAX = 10_000
+
+
+def _ms_text(ms: int | None) -> str:
+    """``_num(ms / 1000)`` (``null`` for None); cached for int milliseconds (evaluation ticks repeat)."""
+    s = _MS_TEXT.get(ms) if type(ms) is int else None
+    if s is None:
+        s = _num(None if ms is None else ms / 1000)
+        if type(ms) is int:
+            if len(_MS_TEXT) > TEXT_CACHE_MAX:
+                _MS_TEXT.clear()
+            _MS_TEXT[ms] = s
+    return s
+
+
+def _go_text(v: float) -> str:
+    """``go_float(v)`` (what ``{{ $value }}`` renders) from the float's shortest ``repr`` by string operations
+    instead of `Decimal` (the same digits and decimal point: ``repr`` writes the shortest round-trip digits, which
+    is what ``Decimal(repr(v))`` holds); zero, NaN, infinities and non-floats go to ``go_float``. Cached for
+    non-zero finite floats (``0.0 == -0.0`` as keys).
+
+    >>> [_go_text(x) for x in (0.25, 100000.0, 1e6, 1234567.0, 0.0001, 0.00001, 3.0, -1.5e300, 5e-324)]
+    ['0.25', '100000', '1e+06', '1.234567e+06', '0.0001', '1e-05', '3', '-1.5e+300', '5e-324']
+    """
+    s = _GO_TEXT.get(v) if type(v) is float and v else None
+    if s is not None:
+        return s
+    if type(v) is not float or not v or v != v or v == math.inf or v == -math.inf:
+        return go_float(v)
+    r = float.__repr__(v)
+    neg = ""
+    if r[0] == "-":
+        neg, r = "-", r[1:]
+    mant, _, e = r.partition("e")
+    ip, _, fp = mant.partition(".")
+    ds = ip + fp
+    stripped = ds.lstrip("0")
+    dp = len(ip) + (int(e) if e else 0) - (len(ds) - len(stripped))   # decimal point position in the digits
+    ds = stripped.rstrip("0") or "0"
+    nd = len(ds)
+    x = dp - 1
+    if x < -4 or x >= 6:   # as go_float (Go's shortest %v)
+        s = f"{neg}{ds[0]}{'.' + ds[1:] if nd > 1 else ''}e{'-' if x < 0 else '+'}{abs(x):02d}"
+    elif dp <= 0:
+        s = f"{neg}0.{'0' * -dp}{ds}"
+    elif dp >= nd:
+        s = f"{neg}{ds}{'0' * (dp - nd)}"
+    else:
+        s = f"{neg}{ds[:dp]}.{ds[dp:]}"
+    if len(_GO_TEXT) > TEXT_CACHE_MAX:
+        _GO_TEXT.clear()
+    _GO_TEXT[v] = s
+    return s
+
+
 _SORTED_KEYS = tuple(sorted(_DICT_KEYS))
 assert _SORTED_KEYS == ("active_at", "alertname", "annotations", "episodes", "fingerprint", "firing_since",
                         "first_firing_at", "first_pending_at", "labels", "resolved_at", "state", "value")  # json_text's order
 _STATE_TEXT = {st: _JSON.encode(st) for st in ("pending", "firing", "resolved")}
 _esc = json.encoder.encode_basestring_ascii  # what ``_JSON`` (ensure_ascii) writes for a string
+
+
+def _ann_pieces(rule, sample: dict) -> tuple[str, ...] | None:
+    """``_encode_str_dict(rule.render_annotations(sample, value))`` for every value, as pieces to join at the
+    value's Go text (``go_float(value)``, `_go_text`): one piece when no template shows ``$value``. The templates are
+    expanded as `Rule.render_annotations` does (its cached parts; an unknown label gives ``<no value>``); the JSON
+    escape works character by character and the value's text (digits, sign, ``.eE+-``, ``NaN``, ``Inf``) needs none,
+    so escaping the pieces apart gives the escaped whole. None (the caller renders) for anything but str keys and
+    label values.
+
+    >>> rule = next(r for r in load_rule_pack().rules if any("$value" in t for _, t in r.annotations))
+    >>> sample = {"service": "cart\u00e9", "pod": 'p"1'}
+    >>> go_float(12.5).join(_ann_pieces(rule, sample)) == _encode_str_dict(rule.render_annotations(sample, 12.5))
+    True
+    """
+    texts: dict = {}
+    for k, tmpl in rule.annotations:
+        parts = _TEMPLATE_PARTS.get(tmpl)
+        if parts is None:
+            parts = _TEMPLATE_PARTS[tmpl] = _template_parts(tmpl)
+        segs, buf = [], []
+        for kind, x in parts:
+            if kind == 0:
+                buf.append(x)
+            elif kind == 1:
+                segs.append("".join(buf))
+                buf = []
+            else:
+                lv = sample.get(x, "<no value>")
+                if type(lv) is not str:
+                    return None
+                buf.append(lv)
+        segs.append("".join(buf))
+        texts[k] = segs
+    for k in texts:
+        if type(k) is not str:
+            return None
+    pieces, cur = [], ["{"]
+    for i, (k, segs) in enumerate(sorted(texts.items())):
+        cur.append(("," if i else "") + _esc(k) + ':"')
+        for j, seg in enumerate(segs):
+            if j:
+                pieces.append("".join(cur))
+                cur = []
+            cur.append(_esc(seg)[1:-1])
+        cur.append('"')
+    cur.append("}")
+    pieces.append("".join(cur))
+    return tuple(pieces)
 
 
 def _encode_str_dict(d: dict) -> str:
