@@ -338,6 +338,13 @@ def _encode_str_dict(d: dict) -> str:
     return "{" + ",".join([_esc(k) + ":" + _esc(v) for k, v in items]) + "}"
 
 
+#: (fingerprint, alert labels, sample labels) of a result row, by (rule name, rule labels, the row's label set),
+#: shared by the engines of a process (each RL episode has a new engine that meets the same label sets); the dicts
+#: are never changed (alerts and transitions take copies); starts again past its bound
+_ROW_INFO: dict[tuple, tuple[str, dict, dict]] = {}
+ROW_INFO_MAX = 16_384
+
+
 class AlertEngine:
     """Evaluates a rule pack over a store; keeps alert state and the cumulative history."""
 
@@ -365,7 +372,8 @@ class AlertEngine:
         self._plan = PackPlan(self.promql, self.pack.rules) if limits is None else None
         self._n_active = [0] * len(self.pack.rules)
         self._active_fps: list[set[str]] = [set() for _ in self.pack.rules]  # fingerprints of each rule's active alerts
-        self._row_info: list[dict] = [{} for _ in self.pack.rules]
+        #: per rule: (a copy of the label list last stepped, the `_ROW_INFO` entry of each of its rows once read)
+        self._row_hits: list[tuple[list, list] | None] = [None] * len(self.pack.rules)
 
     def release(self) -> None:
         """The engine's owner is done with it (its marathon ended): the compiled plan's tape gives its buffers to the
@@ -397,32 +405,46 @@ class AlertEngine:
                     results.append(self.promql.evaluate(rule.node, times, ctx=ctx))
                 except QueryError as err:
                     results.append(err)
+        times_l = times.tolist()
         for ri, (rule, vec) in enumerate(zip(self.pack.rules, results)):
             if isinstance(vec, QueryError):
                 self.errors.append({"t": times[-1] / 1000, "alertname": rule.name, "error": vec.message})
                 vec = Vec.empty(len(times))
             if not self._n_active[ri] and (not vec.labels or not vec.p.any()):
                 continue  # nothing present and nothing active: no transition, no value to take
-            self._step_rule(ri, rule, vec, times, out)
+            self._step_rule(ri, rule, vec, times, out, times_l)
         out.sort(key=lambda x: (x[0], x[1], x[2]))
         return [tr for *_, tr in out]
 
-    def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list) -> None:
-        present_rows = vec.p.any(axis=1).nonzero()[0] if len(vec.labels) else np.zeros(0, np.intp)
-        # label sets of present rows -> (fingerprint, labels); cached per label set
+    def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list, times_l: list | None = None) -> None:
+        labels = vec.labels
+        n = len(labels)
+        present = vec.p.any(axis=1).nonzero()[0] if n else None
+        present_rows = present.tolist() if n else []
+        # label sets of present rows -> (fingerprint, labels, sample): by (rule name, rule labels, label set) for the
+        # process (`_ROW_INFO`), and per row while the rule's label list is the same (equal to the one the row
+        # entries were taken for)
         rows_by_fp: dict[str, int] = {}   # fingerprint -> index in present_rows (the last row with it)
         info: dict[str, tuple[dict, dict]] = {}
-        cache = self._row_info[ri]
-        labels = vec.labels
-        for j, r in enumerate(present_rows.tolist()):
-            key_lb = labels[r]
-            hit = cache.get(key_lb)
+        rows = self._row_hits[ri]
+        if rows is None or rows[0] != labels:
+            rows = self._row_hits[ri] = (list(labels), [None] * n)
+        hits = rows[1]
+        for j, r in enumerate(present_rows):
+            hit = hits[r]
             if hit is None:
-                sample = dict(key_lb)
-                lb = {k: v for k, v in sample.items() if k != "__name__"}
-                lb.update(dict(rule.labels))
-                lb["alertname"] = rule.name
-                hit = cache[key_lb] = (fingerprint(lb), lb, sample)
+                ck = (rule.name, rule.labels, labels[r])
+                hit = _ROW_INFO.get(ck)
+                if hit is None:
+                    sample = dict(labels[r])
+                    lb = {k: v for k, v in sample.items() if k != "__name__"}
+                    lb.update(dict(rule.labels))
+                    lb["alertname"] = rule.name
+                    hit = (fingerprint(lb), lb, sample)
+                    if len(_ROW_INFO) >= ROW_INFO_MAX:
+                        _ROW_INFO.clear()
+                    _ROW_INFO[ck] = hit
+                hits[r] = hit
             fp, lb, sample = hit
             rows_by_fp[fp] = j
             info[fp] = (lb, sample)
@@ -431,9 +453,15 @@ class AlertEngine:
         if not fps:
             return
         # the present rows' presence and values as Python lists (the same bools and floats, read per tick)
-        pblock = vec.p[present_rows]
-        pres_l, vals_l, all_l = pblock.tolist(), vec.v[present_rows].tolist(), pblock.all(axis=1).tolist()
-        times_l = times.tolist()
+        if len(present_rows) == n:
+            pres_l, vals_l = vec.p.tolist(), vec.v.tolist()
+        elif present_rows:
+            pres_l, vals_l = vec.p[present].tolist(), vec.v[present].tolist()
+        else:
+            pres_l = vals_l = []
+        all_l = [False not in row for row in pres_l]
+        if times_l is None:
+            times_l = times.tolist()
         last_ms = times_l[-1]
         absent = [False] * len(times_l)
         seq = 0

@@ -80,10 +80,20 @@ def _reference_observable(ref: _Reference) -> dict:
                 a["labels"]) for k, a in ref.alerts.items()}
 
 
+@pytest.mark.parametrize("lists", ["fresh", "kept", "small_cache"])
 @pytest.mark.parametrize("steady", [True, False])
 @pytest.mark.parametrize("seed", range(6))
-def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
+def test_step_rule_equals_the_tick_by_tick_definition(seed, steady, lists, monkeypatch):
+    """``lists``: each call's label list a new list (``fresh``), or one list per rule kept, changed in place now and
+    then (``kept``: the per-row entries of an equal list are reused, those of a changed one are not), or fresh lists
+    with a row cache of the process that starts again every few label sets (``small_cache``). Row entries of the
+    process cache come from earlier tests' engines too (the same rules and label sets)."""
+    import sremarathon_env.alerts.state as ST
+
+    if lists == "small_cache":
+        monkeypatch.setattr(ST, "ROW_INFO_MAX", 3)
     rng = np.random.default_rng(seed)
+    kept: dict[int, list] = {}
     pack = load_rule_pack()
     store = MetricStore(step_s=15.0)
     # rules with and without a ``for`` duration (pending then firing; firing at once)
@@ -93,6 +103,10 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
     # and rules whose annotations show the value and whose annotations do not
     picks += [next(i for i, r in enumerate(pack.rules) if any("$value" in t for _, t in r.annotations)),
               next(i for i, r in enumerate(pack.rules) if not any("value" in t.lower() for _, t in r.annotations))]
+    # and two rules with the same labels (their alerts of one label set differ only by name)
+    twins = next((i, j) for i, r in enumerate(pack.rules) for j, q in enumerate(pack.rules)
+                 if i < j and r.labels == q.labels)
+    picks += list(twins)
     picks = list(dict.fromkeys(picks))   # each rule once per call, as evaluate_until steps them
     fast, ref = AlertEngine(pack, store), _Reference()
     fast.steady_fast_path = steady   # with and without the fast path of steady alerts
@@ -119,6 +133,15 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady):
                 p = rng.random((n, T)) < 0.6
             v = np.array(values)[rng.integers(0, len(values), size=(n, T))] if rng.random() < 0.5 \
                 else np.full((n, T), float(rng.integers(0, 3)))
+            if lists == "kept":   # the rule's one list object: the same rows, one row replaced, or all rows replaced
+                lst = kept.setdefault(ri, [])
+                u = rng.random()
+                if len(lst) != n or u < 0.2:
+                    lst[:] = rows
+                elif u < 0.4 and n:
+                    i = int(rng.integers(0, n))
+                    lst[i] = rows[i]
+                rows = lst
             vec = Vec(rows, v, p)
             if fast._n_active[ri] or (vec.labels and vec.p.any()):   # as evaluate_until does
                 fast._step_rule(ri, rule, vec, times, out)
