@@ -500,41 +500,11 @@ def _code_tests(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> 
 
 
 def _code_tests_of(app: AppSpec, service: str, tree: dict[str, str], tpl: dict) -> list[tuple[str, bool, str]]:
-    """The definition of `_code_tests` (one pass over the tree)."""
+    """The definition of `_code_tests` (one pass over the tree; the config's tests are `_config_tests`, which reads
+    only the config's text)."""
     plan = _code_plan(app, service, tpl)
-    res: list[tuple[str, bool, str]] = []
-    cfg_path = plan["cfg_path"]
-    text = tree.get(cfg_path)
-    cfg: Any = None
-    if text is None:
-        res.append(("config_parses", False, f"{cfg_path} is missing"))
-    else:
-        try:
-            cfg = _parse_config(text, plan["fmt"])
-            ok = isinstance(cfg, dict)
-            res.append(("config_parses", ok, "ok" if ok else f"{cfg_path}: top level is not a mapping"))
-        except Exception as exc:  # noqa: BLE001 - any parse error is a test failure
-            res.append(("config_parses", False, f"{cfg_path}: {type(exc).__name__}: {exc}"))
-    if not isinstance(cfg, dict):
-        cfg = {}
+    res = _config_tests(plan, tree.get(plan["cfg_path"]))
     want_port = plan["want_port"]
-    res.append(("config_port_matches_service", cfg.get("port") == want_port,
-                f"port {cfg.get('port')!r}, Service targets {want_port}"))
-    clients = cfg.get("clients") if isinstance(cfg.get("clients"), dict) else {}
-    for n, ident in plan["clients"]:
-        entry = clients.get(n)
-        entry = entry if isinstance(entry, dict) else {}
-        addr = entry.get("address")
-        res.append((f"config_{ident}_address_defined", isinstance(addr, str) and bool(_ADDR_RE.match(addr)),
-                    f"{n}.address = {addr!r}"))
-        t = entry.get("timeout_ms")
-        res.append((f"config_{ident}_timeout_positive", _num(t) and t > 0, f"{n}.timeout_ms = {t!r}"))
-        r = entry.get("retries")
-        res.append((f"config_{ident}_retries_valid", isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 10,
-                    f"{n}.retries = {r!r}"))
-        p = entry.get("pool_size")
-        res.append((f"config_{ident}_pool_size_valid", isinstance(p, int) and not isinstance(p, bool) and p >= 1,
-                    f"{n}.pool_size = {p!r}"))
     entry_path = plan["entry_path"]
     etext = tree.get(entry_path, "")
     m = plan["port_def"].search(etext)

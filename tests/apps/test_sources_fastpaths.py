@@ -12,10 +12,10 @@
 import numpy as np
 import pytest
 
-from apps import load_app, sources
-from apps.sources import _balance, _balance_scan, initial_tree
-from faults.catalogue import apply_changes, catalogue_apps, load_catalogue
+from apps import sources
+from apps.sources import _balance, _balance_scan
 from sremarathon_env.pipeline import BuildPipeline, make_diff
+from tests.sourcecases import deploy_changes, mutate
 
 YAML_EXT = (".yaml", ".yml")
 _PARSED_EXT = {".py", ".json", ".yaml", ".yml", ".toml", ".xml", ".csproj"}
@@ -26,27 +26,8 @@ def _ext(path: str) -> str:
     return ("." + name.rsplit(".", 1)[-1].lower()) if "." in name else "." + name.lower()
 
 
-def _trees_and_changes():
-    """(app, service, tree, changed tree or None) for every service of every app and every catalogue change."""
-    out = []
-    for name in catalogue_apps():
-        app = load_app(name)
-        trees = {s: initial_tree(app, s) for s in app.service_names}
-        for s, tree in trees.items():
-            out.append((app, s, tree, None))
-        for f in load_catalogue(name):
-            r = f.realisation
-            if r.kind != "deploy" or not r.files:
-                continue
-            try:
-                changed = apply_changes(trees[r.service], list(r.files))
-            except Exception:   # an edit that does not apply to the initial tree
-                continue
-            out.append((app, r.service, trees[r.service], changed))
-    return out
-
-
-_CASES = _trees_and_changes()
+#: (app, service, tree, changed tree or None) for every service of every app and every catalogue change
+_CASES = [c[:4] for c in deploy_changes(with_initial=True)]
 
 
 def _files(pred):
@@ -57,26 +38,6 @@ def _files(pred):
                 if pred(p):
                     seen[(_ext(p), text)] = None
     return list(seen)
-
-
-def _mutate(text: str, rng: np.random.Generator, chars: list[str]) -> str:
-    lines = text.split("\n")
-    k = int(rng.integers(5))
-    if k == 0 and text:                                        # delete a character
-        i = int(rng.integers(len(text)))
-        return text[:i] + text[i + 1:]
-    if k == 1:                                                 # insert a special character
-        i = int(rng.integers(len(text) + 1))
-        return text[:i] + chars[int(rng.integers(len(chars)))] + text[i:]
-    if k == 2 and len(lines) > 1:                              # duplicate a line
-        i = int(rng.integers(len(lines)))
-        return "\n".join(lines[:i + 1] + lines[i:])
-    if k == 3 and len(lines) > 1:                              # swap two lines
-        i, j = (int(x) for x in rng.integers(len(lines), size=2))
-        lines[i], lines[j] = lines[j], lines[i]
-        return "\n".join(lines)
-    i = int(rng.integers(len(lines)))                          # re-indent a line
-    return "\n".join(lines[:i] + [" " * int(rng.integers(1, 4)) + lines[i]] + lines[i + 1:])
 
 
 # ------------------------------------------------------------------------------------------- _balance
@@ -100,7 +61,7 @@ def test_balance_fast_path_matches_the_scanner_on_mutated_files():
     for n in range(6000):
         ext, text = files[n % len(files)]
         for _ in range(int(rng.integers(1, 4))):
-            text = _mutate(text, rng, _BALANCE_CHARS)
+            text = mutate(text, rng, _BALANCE_CHARS)
         want = _balance_scan(text, ext)
         bad += want is not None
         assert _balance(text, ext) == want, (ext, text)
@@ -203,7 +164,7 @@ def test_unit_tests_per_part_match_the_definition():
             elif k == 1:
                 t = {**t, p: ""}
             elif k == 2:
-                t = {**t, p: _mutate(t[p], rng, _BALANCE_CHARS + ["-", "0", "9", ":"])} if p in t else t
+                t = {**t, p: mutate(t[p], rng, _BALANCE_CHARS + ["-", "0", "9", ":"])} if p in t else t
             else:
                 t = {**t, p: t[p].replace("0", "", 1)} if p in t else t
             variants.append(t)
@@ -260,7 +221,7 @@ def test_yaml_lint_through_the_config_parser_matches_the_multi_document_load():
     for n in range(3000):
         text = texts[n % len(texts)]
         for _ in range(int(rng.integers(1, 3))):
-            text = _mutate(text, rng, _YAML_CHARS + ["---\n", "...\n"])
+            text = mutate(text, rng, _YAML_CHARS + ["---\n", "...\n"])
         texts.append(text)
     bad = 0
     for text in texts:

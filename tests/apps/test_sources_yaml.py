@@ -9,6 +9,7 @@ import yaml
 from apps import load_app
 from apps.sources import _FAST_YAML, initial_tree, yaml_load
 from faults.catalogue import apply_changes, catalogue_apps, load_catalogue
+from tests.sourcecases import mutate
 
 pytestmark = pytest.mark.skipif(_FAST_YAML is None, reason="PyYAML without libyaml: yaml_load is the pure-Python loader")
 
@@ -51,26 +52,9 @@ def _practical_texts() -> list[str]:
     return list(texts)
 
 
-def _mutate(text: str, rng: np.random.Generator) -> str:
-    chars = [":", "-", "[", "]", "{", "}", "'", '"', "\t", "#", "&", "*", "!", "|", ">", "%", "@", "`", " ", "\n",
-             ",", "?", "\\", "\x00", "é"]
-    lines = text.split("\n")
-    k = int(rng.integers(5))
-    if k == 0 and len(text):                                   # delete a character
-        i = int(rng.integers(len(text)))
-        return text[:i] + text[i + 1:]
-    if k == 1:                                                 # insert a special character
-        i = int(rng.integers(len(text) + 1))
-        return text[:i] + chars[int(rng.integers(len(chars)))] + text[i:]
-    if k == 2 and len(lines) > 1:                              # duplicate a line
-        i = int(rng.integers(len(lines)))
-        return "\n".join(lines[:i + 1] + lines[i:])
-    if k == 3 and len(lines) > 1:                              # swap two lines
-        i, j = (int(x) for x in rng.integers(len(lines), size=2))
-        lines[i], lines[j] = lines[j], lines[i]
-        return "\n".join(lines)
-    i = int(rng.integers(len(lines)))                          # re-indent a line
-    return "\n".join(lines[:i] + [" " * int(rng.integers(1, 4)) + lines[i]] + lines[i + 1:])
+#: what a mutation may insert
+_CHARS = [":", "-", "[", "]", "{", "}", "'", '"', "\t", "#", "&", "*", "!", "|", ">", "%", "@", "`", " ", "\n",
+          ",", "?", "\\", "\x00", "é"]
 
 
 def test_practical_yaml_files_parse_the_same():
@@ -90,7 +74,7 @@ def test_mutated_yaml_files_parse_or_fail_the_same():
     for n in range(3000):
         text = texts[n % len(texts)]
         for _ in range(int(rng.integers(1, 4))):
-            text = _mutate(text, rng)
+            text = mutate(text, rng, _CHARS)
         all_docs = bool(n % 2)
         ref = _reference(text, all_docs)
         failed += ref[1] is not None

@@ -3,6 +3,7 @@ import pytest
 from apps import load_app
 from apps.sources import config_path, initial_tree
 from sremarathon_env.pipeline import BuildPipeline, make_diff
+from tests.sourcecases import SourcesOf
 
 OB = load_app("online-boutique")
 
@@ -87,26 +88,13 @@ def test_bad_inputs_never_raise(pipe):
     assert not r.ok
 
 
-class _Sources:
-    """A backend's source reads: one service's current tree."""
-
-    def __init__(self, service, tree):
-        self.service, self.tree = service, tree
-
-    def source_files(self, service):
-        return sorted(self.tree) if service == self.service else []
-
-    def read_source(self, service, path):
-        return self.tree.get(path) if service == self.service else None
-
-
 def test_build_change_results_are_kept_per_change_and_handed_out_as_copies(pipe):
     from sremarathon_env.pipeline import build as B
 
     tree = initial_tree(pipe.app, "frontend")
     path = config_path(pipe.app, "frontend")
     new = tree[path].replace("timeout_ms: 100", "timeout_ms: 250", 1)
-    backend = _Sources("frontend", tree)
+    backend = SourcesOf("frontend", tree)
     first = pipe.build_change(backend, "frontend", {path: new})
     assert first.ok and first.files[path] == new
     direct = pipe.build("frontend", tree, make_diff(tree, {**tree, path: new}))
@@ -118,7 +106,7 @@ def test_build_change_results_are_kept_per_change_and_handed_out_as_copies(pipe)
     assert again.files is not first.files
     bad = pipe.build_change(backend, "frontend", {path: tree[path].replace("timeout_ms: 100", "timeout_ms: -1", 1)})
     assert not bad.ok and bad.stage_failed == "unit_tests"
-    other = _Sources("frontend", {**tree, path: tree[path].replace("timeout_ms: 100", "timeout_ms: -1", 1)})
+    other = SourcesOf("frontend", {**tree, path: tree[path].replace("timeout_ms: 100", "timeout_ms: -1", 1)})
     fixed = pipe.build_change(other, "frontend", {path: new})   # same change, other base tree: built again
     assert fixed.ok and fixed.changed == [path]
     for i in range(B.CHANGE_CACHE + 3):   # the cache keeps the latest changes only

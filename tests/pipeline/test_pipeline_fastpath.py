@@ -8,20 +8,10 @@ import pytest
 
 from apps import load_app
 from apps.sources import initial_tree
-from faults.catalogue import apply_changes, catalogue_apps, load_catalogue
+from faults.catalogue import catalogue_apps
 from sremarathon_env.pipeline import BuildPipeline, apply_diff, make_diff
 from sremarathon_env.pipeline import build as B
-
-
-class _Sources:
-    def __init__(self, service, tree):
-        self.service, self.tree = service, tree
-
-    def source_files(self, service):
-        return sorted(self.tree) if service == self.service else []
-
-    def read_source(self, service, path):
-        return self.tree.get(path) if service == self.service else None
+from tests.sourcecases import SourcesOf, deploy_changes
 
 
 def _result(r):
@@ -31,35 +21,19 @@ def _result(r):
 def _both_ways(pipe, service, base, changed, monkeypatch):
     """build_change's result with the fast path allowed and with it refused (cache emptied before each)."""
     B._CHANGES.clear()
-    fast = _result(pipe.build_change(_Sources(service, base), service, changed))
+    fast = _result(pipe.build_change(SourcesOf(service, base), service, changed))
     with monkeypatch.context() as m:
         m.setattr(B, "_round_trips", lambda *a: False)
         B._CHANGES.clear()
-        slow = _result(pipe.build_change(_Sources(service, base), service, changed))
+        slow = _result(pipe.build_change(SourcesOf(service, base), service, changed))
     B._CHANGES.clear()
     direct = _result(pipe.build(service, base, make_diff(base, {**base, **changed})))
     assert slow == direct
     return fast, slow
 
 
-def _cases():
-    out = []
-    for name in catalogue_apps():
-        app = load_app(name)
-        trees = {s: initial_tree(app, s) for s in app.service_names}
-        for f in load_catalogue(name):
-            r = f.realisation
-            if r.kind != "deploy" or not r.files:
-                continue
-            try:
-                changed = apply_changes(trees[r.service], list(r.files))
-            except Exception:   # an edit that does not apply to the initial tree
-                continue
-            out.append((app, r.service, trees[r.service], {p: changed[p] for p in {fc.path for fc in r.files}}))
-    return out
-
-
-_CASES = _cases()
+#: (app, service, initial tree, the changed files' new texts) for every catalogue change
+_CASES = [(app, s, tree, {p: changed[p] for p in set(paths)}) for app, s, tree, changed, paths in deploy_changes()]
 
 
 def test_catalogue_changes_build_the_same_both_ways(monkeypatch):
