@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 
 _LOADED: list = []   # [namespace or None] once numba's import was tried
 #: in ``auto`` mode, the numpy kernels' CPU seconds after which the compiled ones are loaded
 AUTO_AFTER_S = 0.3
 _SPENT = [0.0]   # CPU seconds the numpy kernels spent in this process (see `note_numpy`)
+_OFF = ["numba not installed"]   # why the kernels are off once loading them gave None
 
 
 def _mode() -> str:
@@ -63,10 +65,16 @@ def warm():
         return None
     if not _LOADED:
         t0 = time.process_time()
-        ns = _load()
-        if ns is not None:
-            ns.warm_up()
-            ns.load_cpu_s = time.process_time() - t0
+        try:
+            ns = _load()
+            if ns is not None:
+                ns.warm_up()
+                ns.load_cpu_s = time.process_time() - t0
+        except Exception as exc:   # noqa: BLE001 - a numba that cannot compile here: the numpy kernels (same results)
+            warnings.warn(f"sremarathon: compiled alert kernels unavailable ({type(exc).__name__}: {exc}); "
+                          "using the numpy kernels", RuntimeWarning, stacklevel=2)
+            _OFF[0] = f"numba failed: {type(exc).__name__}"
+            ns = None
         _LOADED.append(ns)
     return _LOADED[0]
 
@@ -77,7 +85,7 @@ def status() -> str:
     if mode == "0":
         return "compiled kernels: off (SREMARATHON_NUMBA=0)"
     if _LOADED and _LOADED[0] is None:
-        return "compiled kernels: off (numba not installed)"
+        return f"compiled kernels: off ({_OFF[0]})"
     if not _LOADED:
         return f"compiled kernels: not loaded yet (auto: after {AUTO_AFTER_S} s of numpy kernels)"
     k = _LOADED[0]
