@@ -370,26 +370,24 @@ class Tape:
         the writes are whole rows of the underlying arrays and the running sums and maxima run over the short
         time axis with the slots as the long inner loop (integer sums and maxima: the same numbers in any
         layout)."""
-        K = c1 - c0
-        n_sl = len(idx)
-        if K <= 0 or not n_sl:
+        if c1 <= c0 or not len(idx):
             return True
-        g0 = c0 - 1 if c0 > 0 else c0
-        cap_s = self.cap_s
-        # the underlying (columns, slots) arrays
-        V, CS, PV, POS = self.V.T, self.CS.T, self.PV.T, self.POS.T
         nb = kernels()
         if nb is not None:   # the same summaries, one fused pass per family over its store rows (compiled.py)
             return self._extend_compiled(nb, sl, idx, groups, c0, c1)
         t_np = time.process_time()
         try:
-            return self._extend_numpy(sl, idx, groups, c0, c1, g0, cap_s, V, CS, PV, POS)
+            return self._extend_numpy(sl, idx, groups, c0, c1)
         finally:
             note_numpy(time.process_time() - t_np)   # (counts towards loading the compiled kernels)
 
-    def _extend_numpy(self, sl, idx, groups, c0, c1, g0, cap_s, V, CS, PV, POS) -> bool:
+    def _extend_numpy(self, sl, idx, groups, c0: int, c1: int) -> bool:
         """``_extend`` by numpy: the reference."""
         n_sl = len(idx)
+        g0 = c0 - 1 if c0 > 0 else c0
+        cap_s = self.cap_s
+        # the underlying (columns, slots) arrays
+        V, CS, PV, POS = self.V.T, self.CS.T, self.PV.T, self.POS.T
         B = np.empty((n_sl, c1 - g0))
         for fam, m, rows in groups:
             B[m] = fam._data[rows, g0:c1]
