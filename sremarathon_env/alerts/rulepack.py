@@ -39,8 +39,8 @@ def parse_duration_ms(text: str) -> int:
 def go_float(v: float) -> str:
     """Go's fmt %v of a float64 (strconv 'g', shortest): what ``{{ $value }}`` renders.
 
-    >>> [go_float(x) for x in (0.25, 100000.0, 1e6, 1234567.0, 0.0001, 0.00001, 3.0)]
-    ['0.25', '100000', '1e+06', '1.234567e+06', '0.0001', '1e-05', '3']
+    >>> [go_float(x) for x in (0.25, 100000.0, 1e6, 1234567.0, 0.0001, 0.00001, 3.0, -1.5e300, 5e-324)]
+    ['0.25', '100000', '1e+06', '1.234567e+06', '0.0001', '1e-05', '3', '-1.5e+300', '5e-324']
     """
     if math.isnan(v):
         return "NaN"
@@ -48,15 +48,27 @@ def go_float(v: float) -> str:
         return "+Inf" if v > 0 else "-Inf"
     if v == 0:
         return "-0" if math.copysign(1, v) < 0 else "0"
-    sign, digits, exp = Decimal(repr(v)).as_tuple()
-    ds = "".join(map(str, digits))
-    dp = exp + len(ds)  # decimal point position relative to the digit string
+    if type(v) is float:
+        # the shortest round-trip digits ``repr`` writes, read by string operations (what ``Decimal(repr(v))``
+        # holds, without its construction)
+        r = float.__repr__(v)
+        neg = ""
+        if r[0] == "-":
+            neg, r = "-", r[1:]
+        mant, _, e = r.partition("e")
+        ip, _, fp = mant.partition(".")
+        ds = ip + fp
+        dp = len(ip) + (int(e) if e else 0)  # decimal point position relative to the digit string
+    else:   # ints, float subclasses, ...: the digits of their repr as a Decimal
+        sign, digits, exp = Decimal(repr(v)).as_tuple()
+        ds = "".join(map(str, digits))
+        dp = exp + len(ds)
+        neg = "-" if sign else ""
     stripped = ds.lstrip("0")
     dp -= len(ds) - len(stripped)
     ds = stripped.rstrip("0") or "0"
     nd = len(ds)
     x = dp - 1
-    neg = "-" if sign else ""
     if x < -4 or x >= 6:  # shortest formatting: Go uses precision 6 for this decision
         mant = ds[0] + ("." + ds[1:] if nd > 1 else "")
         return f"{neg}{mant}e{'-' if x < 0 else '+'}{abs(x):02d}"
@@ -84,9 +96,7 @@ class Rule:
         out = {}
         vs = None
         for k, tmpl in self.annotations:
-            parts = _PARTS.get(tmpl)
-            if parts is None:
-                parts = _PARTS[tmpl] = _template_parts(tmpl)
+            parts = template_parts(tmpl)
             buf = []
             for kind, x in parts:
                 if kind == 0:
@@ -103,6 +113,14 @@ class Rule:
 
 #: templates split at their actions, by template text: (0, literal) | (1, None): $value | (2, label name)
 _PARTS: dict[str, tuple] = {}
+
+
+def template_parts(tmpl: str) -> tuple:
+    """``_template_parts(tmpl)``, cached by template text (a pack's templates: bounded by the packs loaded)."""
+    parts = _PARTS.get(tmpl)
+    if parts is None:
+        parts = _PARTS[tmpl] = _template_parts(tmpl)
+    return parts
 
 
 def _template_parts(tmpl: str) -> tuple:

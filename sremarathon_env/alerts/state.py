@@ -33,8 +33,7 @@ from ..telemetry.store import MetricStore
 from .engine import PromQLEngine
 from .limits import Limits, QueryError
 from .plan import PackPlan
-from .rulepack import _PARTS as _TEMPLATE_PARTS
-from .rulepack import RulePack, _template_parts, go_float, load_rule_pack
+from .rulepack import RulePack, go_float_cached, load_rule_pack, template_parts
 from .values import Vec
 
 
@@ -144,7 +143,7 @@ class _Alert:
                     ap = self._j_ann = (src[0], src[1], _ann_pieces(src[0], src[1]))
                 pieces = ap[2]
                 if pieces is not None:
-                    ann = pieces[0] if len(pieces) == 1 else _go_text(src[2]).join(pieces)
+                    ann = pieces[0] if len(pieces) == 1 else go_float_cached(src[2]).join(pieces)
             if ann is None:
                 ann = _encode_str_dict(self.annotations_now())
             self._j = "".join((head, ann, mid, _num(self.value), "}"))
@@ -214,9 +213,8 @@ class _Alert:
         }
 
 
-#: texts of `_ms_text` and `_go_text` by their (exact) input; each starts again past its bound
+#: texts of `_ms_text` by their (exact) input; starts again past its bound
 _MS_TEXT: dict[int, str] = {}
-_GO_TEXT: dict[float, str] = {}
 TEXT_CACHE_MAX = 10_000
 
 
@@ -232,46 +230,6 @@ def _ms_text(ms: int | None) -> str:
     return s
 
 
-def _go_text(v: float) -> str:
-    """``go_float(v)`` (what ``{{ $value }}`` renders) from the float's shortest ``repr`` by string operations
-    instead of `Decimal` (the same digits and decimal point: ``repr`` writes the shortest round-trip digits, which
-    is what ``Decimal(repr(v))`` holds); zero, NaN, infinities and non-floats go to ``go_float``. Cached for
-    non-zero finite floats (``0.0 == -0.0`` as keys).
-
-    >>> [_go_text(x) for x in (0.25, 100000.0, 1e6, 1234567.0, 0.0001, 0.00001, 3.0, -1.5e300, 5e-324)]
-    ['0.25', '100000', '1e+06', '1.234567e+06', '0.0001', '1e-05', '3', '-1.5e+300', '5e-324']
-    """
-    s = _GO_TEXT.get(v) if type(v) is float and v else None
-    if s is not None:
-        return s
-    if type(v) is not float or not v or v != v or v == math.inf or v == -math.inf:
-        return go_float(v)
-    r = float.__repr__(v)
-    neg = ""
-    if r[0] == "-":
-        neg, r = "-", r[1:]
-    mant, _, e = r.partition("e")
-    ip, _, fp = mant.partition(".")
-    ds = ip + fp
-    stripped = ds.lstrip("0")
-    dp = len(ip) + (int(e) if e else 0) - (len(ds) - len(stripped))   # decimal point position in the digits
-    ds = stripped.rstrip("0") or "0"
-    nd = len(ds)
-    x = dp - 1
-    if x < -4 or x >= 6:   # as go_float (Go's shortest %v)
-        s = f"{neg}{ds[0]}{'.' + ds[1:] if nd > 1 else ''}e{'-' if x < 0 else '+'}{abs(x):02d}"
-    elif dp <= 0:
-        s = f"{neg}0.{'0' * -dp}{ds}"
-    elif dp >= nd:
-        s = f"{neg}{ds}{'0' * (dp - nd)}"
-    else:
-        s = f"{neg}{ds[:dp]}.{ds[dp:]}"
-    if len(_GO_TEXT) > TEXT_CACHE_MAX:
-        _GO_TEXT.clear()
-    _GO_TEXT[v] = s
-    return s
-
-
 _SORTED_KEYS = tuple(sorted(_DICT_KEYS))
 assert _SORTED_KEYS == ("active_at", "alertname", "annotations", "episodes", "fingerprint", "firing_since",
                         "first_firing_at", "first_pending_at", "labels", "resolved_at", "state", "value")  # json_text's order
@@ -281,7 +239,7 @@ _esc = json.encoder.encode_basestring_ascii  # what ``_JSON`` (ensure_ascii) wri
 
 def _ann_pieces(rule, sample: dict) -> tuple[str, ...] | None:
     """``_encode_str_dict(rule.render_annotations(sample, value))`` for every value, as pieces to join at the
-    value's Go text (``go_float(value)``, `_go_text`): one piece when no template shows ``$value``. The templates are
+    value's Go text (``go_float(value)``): one piece when no template shows ``$value``. The templates are
     expanded as `Rule.render_annotations` does (its cached parts; an unknown label gives ``<no value>``); the JSON
     escape works character by character and the value's text (digits, sign, ``.eE+-``, ``NaN``, ``Inf``) needs none,
     so escaping the pieces apart gives the escaped whole. None (the caller renders) for anything but str keys and
@@ -289,14 +247,12 @@ def _ann_pieces(rule, sample: dict) -> tuple[str, ...] | None:
 
     >>> rule = next(r for r in load_rule_pack().rules if any("$value" in t for _, t in r.annotations))
     >>> sample = {"service": "cart\u00e9", "pod": 'p"1'}
-    >>> go_float(12.5).join(_ann_pieces(rule, sample)) == _encode_str_dict(rule.render_annotations(sample, 12.5))
+    >>> go_float_cached(12.5).join(_ann_pieces(rule, sample)) == _encode_str_dict(rule.render_annotations(sample, 12.5))
     True
     """
     texts: dict = {}
     for k, tmpl in rule.annotations:
-        parts = _TEMPLATE_PARTS.get(tmpl)
-        if parts is None:
-            parts = _TEMPLATE_PARTS[tmpl] = _template_parts(tmpl)
+        parts = template_parts(tmpl)
         segs, buf = [], []
         for kind, x in parts:
             if kind == 0:

@@ -1,4 +1,5 @@
-"""The alert JSON texts' fast paths against their definitions: `_go_text` against `go_float`, `_ann_pieces` against
+"""The alert JSON texts' fast paths against their definitions: `go_float`'s digits from ``repr`` against those of a
+``Decimal`` (its path for anything but a float), `_ann_pieces` against
 rendering the annotations and encoding them, and every alert's ``json_text`` against ``dumps`` of its dict rendered
 afresh from its annotation source, over real marathons (Train Ticket, Online Boutique)."""
 
@@ -16,7 +17,8 @@ import pytest
 import sremarathon_env  # noqa: F401
 from sremarathon_env.alerts import load_rule_pack
 from sremarathon_env.alerts import state as ST
-from sremarathon_env.alerts.rulepack import go_float
+from sremarathon_env.alerts import rulepack
+from sremarathon_env.alerts.rulepack import go_float, go_float_cached, template_parts
 from sremarathon_env.registration import IDS
 
 
@@ -39,20 +41,23 @@ def _floats(n: int, seed: int) -> list[float]:
     return out
 
 
-def test_go_text_is_go_float():
+class _F(float):
+    """A float that is not exactly ``float``: `go_float` reads its digits through ``Decimal(repr(v))``."""
+
+
+def test_go_float_digits_from_repr_are_those_of_the_decimal():
     for v in _floats(30000, 1):
-        assert ST._go_text(v) == go_float(v), repr(v)
-        assert ST._go_text(v) == go_float(v), repr(v)   # again, from the cache
-    for v in (0, 7, -3, 10 ** 20, 2 ** 70 + 1):   # non-floats: the definition itself
-        assert ST._go_text(v) == go_float(v)
+        assert go_float(v) == go_float(_F(v)), repr(v)
+        assert go_float_cached(v) == go_float(_F(v)), repr(v)
+        assert go_float_cached(v) == go_float(_F(v)), repr(v)   # again, from the cache
 
 
-def test_go_text_cache_is_bounded():
+def test_text_caches_are_bounded():
     for v in _floats(3000, 2):
-        ST._go_text(v)
+        go_float_cached(v)
     for ms in range(0, 15000 * (ST.TEXT_CACHE_MAX + 50), 15000):
         assert ST._ms_text(ms) == ST._num(ms / 1000)
-    assert len(ST._GO_TEXT) <= ST.TEXT_CACHE_MAX + 1 and len(ST._MS_TEXT) <= ST.TEXT_CACHE_MAX + 1
+    assert len(rulepack._GO_FLOAT) <= rulepack.GO_FLOAT_MAX + 1 and len(ST._MS_TEXT) <= ST.TEXT_CACHE_MAX + 1
     assert ST._ms_text(None) == "null"
 
 
@@ -63,7 +68,7 @@ def test_annotation_pieces_are_the_encoded_rendering_for_every_rule():
     chars = 'ab"\\\u00e9\u2603\n\t\x00\x1f/<>&\' {}$.\U0001f600'
     values = _floats(40, 4)
     pack = load_rule_pack()
-    names = sorted({x for r in pack.rules for _, t in r.annotations for x in ST._template_parts(t) if x[0] == 2},
+    names = sorted({x for r in pack.rules for _, t in r.annotations for x in template_parts(t) if x[0] == 2},
                    key=str)
     for rule in pack.rules:
         for _ in range(20):
@@ -74,12 +79,12 @@ def test_annotation_pieces_are_the_encoded_rendering_for_every_rule():
             for v in rng.sample(values, 8):
                 want = json.dumps(rule.render_annotations(sample, v), sort_keys=True, separators=(",", ":"),
                                   ensure_ascii=True)
-                assert ST._go_text(v).join(pieces) == want
-            if not any(x[0] == 1 for _, t in rule.annotations for x in ST._template_parts(t)):
+                assert go_float_cached(v).join(pieces) == want
+            if not any(x[0] == 1 for _, t in rule.annotations for x in template_parts(t)):
                 assert len(pieces) == 1   # no value shown: one constant text
     # anything but string label values: no pieces (the caller renders and encodes)
-    rule = next(r for r in pack.rules if any(x[0] == 2 for _, t in r.annotations for x in ST._template_parts(t)))
-    label = next(x[1] for _, t in rule.annotations for x in ST._template_parts(t) if x[0] == 2)
+    rule = next(r for r in pack.rules if any(x[0] == 2 for _, t in r.annotations for x in template_parts(t)))
+    label = next(x[1] for _, t in rule.annotations for x in template_parts(t) if x[0] == 2)
     assert ST._ann_pieces(rule, {label: 3}) is None
 
 
@@ -140,8 +145,7 @@ def test_a_planted_bug_fails_the_marathon_check(monkeypatch):
     """The marathon check sees a wrong value text and wrong annotation pieces."""
     kw = dict(injection_s=1200, observation_s=240, reference_run=False)
     with monkeypatch.context() as m:
-        m.setattr(ST, "_go_text", lambda v: go_float(v) + ("0" if v == v and v and abs(v) > 1 else ""))
-        m.setattr(ST, "_GO_TEXT", {})
+        m.setattr(ST, "go_float_cached", lambda v: go_float(v) + ("0" if v == v and v and abs(v) > 1 else ""))
         with pytest.raises(AssertionError):
             _check_marathon("train-ticket", 3, **kw)
     real = ST._ann_pieces
