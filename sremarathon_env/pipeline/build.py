@@ -163,9 +163,7 @@ class BuildPipeline:
             paths = changed_paths(base, after)
             if service in self.app.service_names and paths and _round_trips(base, after, paths):
                 # what applying make_diff(base, after) gives: `after` itself (see `_round_trips`)
-                log = [f"build {self.app.name}/{service}",
-                       f"[apply] ok: {len(paths)} file(s) changed: {', '.join(paths)}"]
-                result = self._check(service, dict(base), after, paths, log)
+                result = self._check(service, dict(base), after, paths, [self._head(service)])
             else:
                 result = self.build(service, base, make_diff(base, after))
             hit = _CHANGES[key] = (self.app, result)
@@ -174,7 +172,7 @@ class BuildPipeline:
 
     def build(self, service: str, base_files: dict[str, str], diff: str) -> BuildResult:
         base = dict(base_files)
-        log = [f"build {self.app.name}/{service}"]
+        log = [self._head(service)]
         if service not in self.app.service_names:
             log.append(f"error: unknown service {service!r}")
             return BuildResult(False, base, "\n".join(log), "apply")
@@ -191,12 +189,17 @@ class BuildPipeline:
         if not changed:
             log.append("[apply] FAILED: the diff changes nothing")
             return BuildResult(False, base, "\n".join(log), "apply")
-        log.append(f"[apply] ok: {len(changed)} file(s) changed: {', '.join(changed)}")
         return self._check(service, base, tree, changed, log)
+
+    def _head(self, service: str) -> str:
+        """The first line of a build's log."""
+        return f"build {self.app.name}/{service}"
 
     def _check(self, service: str, base: dict[str, str], tree: dict[str, str], changed: list[str],
                log: list[str]) -> BuildResult:
-        """Stages 2 and 3 of `build` on the applied ``tree`` (``log`` holds the apply stage's lines)."""
+        """The rest of `build` once the diff applied to ``tree``, changing the files ``changed``: the apply stage's
+        log line, then stages 2 and 3 (``log`` holds the lines before)."""
+        log.append(f"[apply] ok: {len(changed)} file(s) changed: {', '.join(changed)}")
         # 2. lint
         from apps import sources
 
