@@ -661,10 +661,7 @@ def _balance_stripper(ext: str) -> re.Pattern:
     the whole string literal that the scanner skips there: line comments up to (not including) their newline,
     terminated block comments, terminated string literals with their escapes. An unterminated block comment or
     literal is not matched, so its opening characters stay in the text (`_balance` then asks the scanner)."""
-    line_c = _LINE_COMMENTS.get(ext, ())
-    quotes = {'"'} if ext in _NO_SINGLE_QUOTE else {'"', "'"}
-    if ext in {".go", ".js", ".ts"}:
-        quotes = quotes | {"`"}
+    _, quotes, line_c, _ = _balance_scanner(ext)   # the scanner's quotes and line-comment prefixes
     alts = [re.escape(c) + r"[^\n]*" for c in line_c]
     if ext in _BLOCK_COMMENT_EXT:
         alts.append(r"/\*[\s\S]*?\*/")
