@@ -240,7 +240,7 @@ def arrival_times(rng: np.random.Generator, n: int, window_s: float, slope: floa
 def _pick_category(rng: np.random.Generator, available: list[str]) -> list[str]:
     """A category order for one arrival: the first drawn by the mix, then the rest by the mix.
 
-    Each pick is ``rng.choice(len(cats), p=a / a.sum())`` over the categories left (`_pick_category_plain`, the
+    Each pick is ``rng.choice(len(cats), p=a / a.sum())`` over the categories left (the
     definition; the last choice, among one, still draws from the generator). ``Generator.choice`` with ``p`` and
     no size draws one ``rng.random()`` and takes the first index whose normalised cumulative weight exceeds it
     (``searchsorted(..., side="right")``): here the uniforms of all picks are drawn in one call (the same stream)
@@ -252,19 +252,6 @@ def _pick_category(rng: np.random.Generator, available: list[str]) -> list[str]:
     order = []
     for u in rng.random(len(cats)).tolist():
         i = bisect_right(_category_cdf(tuple(w)), u)
-        order.append(cats.pop(i))
-        w.pop(i)
-    return order
-
-
-def _pick_category_plain(rng: np.random.Generator, available: list[str]) -> list[str]:
-    """The definition of `_pick_category` (one ``Generator.choice`` per pick)."""
-    cats = [c for c in CATEGORIES if c in available]
-    w = [float(CATEGORY_MIX[c]) for c in cats]
-    order = []
-    while cats:   # (the last choice, among one, still draws from the generator)
-        a = np.array(w)
-        i = int(rng.choice(len(cats), p=a / a.sum()))
         order.append(cats.pop(i))
         w.pop(i)
     return order
