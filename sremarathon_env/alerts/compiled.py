@@ -30,6 +30,8 @@ import os
 import time
 import warnings
 
+import numpy as np
+
 _LOADED: list = []   # [namespace or None] once numba's import was tried
 #: in ``auto`` mode, the numpy kernels' CPU seconds after which the compiled ones are loaded
 AUTO_AFTER_S = 0.3
@@ -298,5 +300,3 @@ def _define(njit):
 
     return window, extend
 
-
-import numpy as np  # noqa: E402  (used inside the kernels)
