@@ -142,6 +142,7 @@ class _Live:
     end_s: float
     handle: FaultHandle | None = None
     done: bool = False
+    index: int = 0    # its place in the driver's `live` list (schedule order)
 
 
 @dataclass
@@ -168,8 +169,12 @@ class _Driver:
 
     def __post_init__(self) -> None:
         by_id = _faults_by_id(self.cfg.app)
-        self.live = [_Live(sf.instance_id, by_id[sf.fault_id], float(sf.start_s), float(sf.end_s))
-                     for sf in self.schedule.faults]
+        self.live = [_Live(sf.instance_id, by_id[sf.fault_id], float(sf.start_s), float(sf.end_s), index=i)
+                     for i, sf in enumerate(self.schedule.faults)]
+        # the faults by start time (ties in `live` order): the ones not injected yet are always a suffix of it
+        # (`_apply_events` injects every fault whose start is due), from `self._n_started` on
+        self._by_start = sorted(self.live, key=lambda lf: (lf.start_s, lf.index))
+        self._n_started = 0
         self.noise_pending = sorted(self.schedule.noise, key=lambda e: (e.start_s, e.id))
         self._ready: dict[int, tuple[Any, dict, list]] = {}   # tick index -> result, computed ahead
         self._limit_k = 0                                      # ticks up to here may be computed ahead
@@ -190,8 +195,22 @@ class _Driver:
         self._limit_k = max(self._limit_k, int(t_end / self.cfg.tick_s + 1e-9))
 
     def _apply_events(self, t: float) -> list[dict]:
+        """Apply the orchestrator events due by ``t``: for each fault in `live` order, its injection (start due, not
+        injected yet), then its scheduled end (end due, injected, not ended); then the noise events starting and
+        ending by ``t``. Only the faults with something due are visited: the not-injected ones whose start is due (a
+        prefix of the not-injected part of `_by_start`) and the active ones whose end is due, in `live` order -
+        the other faults' steps do nothing (tests/test_marathon.py holds this to the loop over every fault)."""
         events: list[dict] = []
-        for lf in self.live:
+        due: list[_Live] = [lf for lf in self._active if lf.end_s <= t]
+        n0 = n = self._n_started
+        by_start = self._by_start
+        while n < len(by_start) and by_start[n].start_s <= t:
+            n += 1
+        if n > n0:
+            self._n_started = n
+            due.extend(by_start[n0:n])
+            due.sort(key=lambda lf: lf.index)
+        for lf in due:
             if lf.handle is None and lf.start_s <= t:
                 lf.handle = inject(lf.fault, self.backend, build=self._build)
                 ev = {"instance_id": lf.instance_id, "event": "injected",
@@ -212,27 +231,41 @@ class _Driver:
             handles = apply_noise(ev, self.backend)
             self.noise_active.append((ev, handles))
             events.append({"instance_id": ev.id, "event": "noise_start", "detail": ev.kind})
-        still = []
-        for ev, handles in self.noise_active:
-            if ev.end_s <= t:
-                end_noise(handles, self.backend)
-                events.append({"instance_id": ev.id, "event": "noise_end", "detail": ev.kind})
-            else:
-                still.append((ev, handles))
-        self.noise_active = still
-        self._active = [lf for lf in self.live if lf.handle is not None and not lf.done]
+        if self.noise_active:
+            still = []
+            for ev, handles in self.noise_active:
+                if ev.end_s <= t:
+                    end_noise(handles, self.backend)
+                    events.append({"instance_id": ev.id, "event": "noise_end", "detail": ev.kind})
+                else:
+                    still.append((ev, handles))
+            self.noise_active = still
+        if due:   # the injected faults not yet ended, in `live` order
+            active = [lf for lf in self._active if not lf.done]
+            active.extend(lf for lf in by_start[n0:n] if not lf.done)
+            if n > n0:
+                active.sort(key=lambda lf: lf.index)
+            self._active = active
         return events
 
     def _next_event_k(self) -> int:
-        """The first tick at which an orchestrator event is due (a very large number when none is)."""
-        times = [lf.start_s for lf in self.live if lf.handle is None]
-        times += [lf.end_s for lf in self._active]
-        if self.noise_pending:
-            times.append(self.noise_pending[0].start_s)
-        times += [ev.end_s for ev, _ in self.noise_active]
-        if not times:
+        """The first tick at which an orchestrator event is due (a very large number when none is): the earliest of
+        the next start of a fault not injected yet, the ends of the active faults, the next noise start and the
+        ends of the noise events in force."""
+        t = math.inf
+        if self._n_started < len(self._by_start):
+            t = self._by_start[self._n_started].start_s
+        for lf in self._active:
+            if lf.end_s < t:
+                t = lf.end_s
+        if self.noise_pending and self.noise_pending[0].start_s < t:
+            t = self.noise_pending[0].start_s
+        for ev, _ in self.noise_active:
+            if ev.end_s < t:
+                t = ev.end_s
+        if t == math.inf:
             return 1 << 40
-        return int(math.ceil(min(times) / self.cfg.tick_s - 1e-9))
+        return int(math.ceil(t / self.cfg.tick_s - 1e-9))
 
     def _checks(self, view: Any) -> dict:
         probes: dict = {}

@@ -246,3 +246,94 @@ def test_config_refuses_unknown_app_and_backend_at_construction():
         gym.make("SREMarathon/OnlineBoutique-v0", backend="bogus")
     assert MarathonConfig(backend="kubernetes").backend == "live"   # the product's name for the live backend
     assert MarathonConfig(backend="sim").backend == "sim"
+
+
+class _LoopDriver:
+    """The definitions the driver's event bookkeeping is held to: every fault visited in `live` order each time
+    (its injection if its start is due and it is not injected, then its end if due and it is injected and not
+    ended), the active list rebuilt from all faults, the next event the minimum over every pending time."""
+
+    @staticmethod
+    def apply_events(drv, t: float) -> list[dict]:
+        from sremarathon_env import marathon as M
+
+        events: list[dict] = []
+        for lf in drv.live:
+            if lf.handle is None and lf.start_s <= t:
+                lf.handle = M.inject(lf.fault, drv.backend, build=drv._build)
+                ev = {"instance_id": lf.instance_id, "event": "injected",
+                      "detail": "" if lf.handle.ok else lf.handle.message[:200]}
+                realised = lf.handle.artifact.aliases if lf.handle.artifact is not None else []
+                extra = [a for a in realised if a not in lf.fault.artifact.aliases]
+                if extra:
+                    ev["aliases"] = extra
+                events.append(ev)
+            if lf.handle is not None and not lf.done and lf.end_s <= t:
+                repaired = lf.handle.ok and M.artifact_ok(lf.fault, lf.handle, drv.backend)
+                M.revert(lf.handle, drv.backend)
+                lf.done = True
+                events.append({"instance_id": lf.instance_id, "event": "ended_repaired" if repaired else "reverted"})
+        while drv.noise_pending and drv.noise_pending[0].start_s <= t:
+            ev = drv.noise_pending.pop(0)
+            handles = M.apply_noise(ev, drv.backend)
+            drv.noise_active.append((ev, handles))
+            events.append({"instance_id": ev.id, "event": "noise_start", "detail": ev.kind})
+        still = []
+        for ev, handles in drv.noise_active:
+            if ev.end_s <= t:
+                M.end_noise(handles, drv.backend)
+                events.append({"instance_id": ev.id, "event": "noise_end", "detail": ev.kind})
+            else:
+                still.append((ev, handles))
+        drv.noise_active = still
+        drv._active = [lf for lf in drv.live if lf.handle is not None and not lf.done]
+        return events
+
+    @staticmethod
+    def next_event_k(drv) -> int:
+        import math
+
+        times = [lf.start_s for lf in drv.live if lf.handle is None]
+        times += [lf.end_s for lf in drv._active]
+        if drv.noise_pending:
+            times.append(drv.noise_pending[0].start_s)
+        times += [ev.end_s for ev, _ in drv.noise_active]
+        if not times:
+            return 1 << 40
+        return int(math.ceil(min(times) / drv.cfg.tick_s - 1e-9))
+
+
+@pytest.mark.parametrize("app,seed", [("online-boutique", 5), ("train-ticket", 1), ("astronomy-shop", 8)])
+def test_driver_event_bookkeeping_equals_the_loop_over_every_fault(app, seed, monkeypatch):
+    """`_Driver._apply_events` visits only the faults with something due and `_next_event_k` reads the earliest
+    pending times from the start-ordered list and the active faults: both held to `_LoopDriver` (events, their
+    order, the active faults, the next event tick, the twin's state and evidence at every tick) on schedules with
+    tied start times added (faults sharing a start, a fault starting when another ends)."""
+    from faults.orchestrator import ScheduledFault
+    from sremarathon_env import marathon as M
+
+    cfg = MarathonConfig(app=app, seed=seed, injection_s=1800, observation_s=600)
+    sched = M._schedule(cfg.schedule_key())
+    extra = []
+    for i, sf in enumerate(sched.faults[:6]):   # ties: same start as another fault, start at another's end
+        other = sched.faults[-1 - i]
+        start = sf.start_s if i % 2 == 0 else sf.end_s
+        extra.append(ScheduledFault(instance_id=f"X{i}", fault_id=other.fault_id, start_s=start,
+                                    end_s=start + 240, category=other.category, target=other.target))
+    sched = sched.model_copy(update={"faults": [*sched.faults, *extra]})
+    n = int(cfg.horizon_s / cfg.tick_s)
+    runs = []
+    for loop in (False, True):
+        if loop:
+            monkeypatch.setattr(M._Driver, "_apply_events", _LoopDriver.apply_events)
+            monkeypatch.setattr(M._Driver, "_next_event_k", _LoopDriver.next_event_k)
+        backend = M._make_backend(cfg, metrics=False)
+        drv = M._Driver(cfg, backend, sched, checks=False)
+        out = []
+        for k in range(1, n + 1):
+            ev, _, events = drv.tick(k * cfg.tick_s)   # one tick at a time: events, active list, next event each tick
+            out.append(((ev.t, ev.total, ev.failed, ev.slow, ev.degraded), events,
+                        [lf.instance_id for lf in drv._active], drv._next_event_k()))
+        runs.append((out, backend.state_digest()))
+    assert sum(len(o[1]) for o in runs[0][0]) > 20
+    assert runs[0] == runs[1]
