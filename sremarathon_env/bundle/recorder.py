@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 from pydantic import BaseModel, ConfigDict
 
 from .canonical import GENESIS, PLAIN_JSON, CanonicalError, _envelope, dumps, record_line, sha256_hex
-from .schema import FORMAT, KINDS, dump_plain, validate_data
+from .schema import FORMAT, KINDS, PLAIN_WITH_JSON, dump_plain, validate_data
 
 RECORDS_FILE = "records.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -146,6 +146,11 @@ class Recorder:
             raise BundleError(f"t must be a number, got {t!r}", seq=seq) from None
         if not t >= self.final_t:  # also refuses NaN
             raise BundleError(f"time goes backwards: {kind} at t={t} after t={self.final_t}", seq=seq)
+        fast = PLAIN_WITH_JSON.get(kind) if self.validate and type(data) is dict else None
+        hit = fast(data) if fast is not None else None
+        if hit is not None and hit[0]["t"] == t:
+            # the hot kinds' plain data and canonical JSON in one pass (what the path below computes)
+            return self._add(seq, kind, t, hit[0], _envelope(hit[1], kind, self.head, seq, t))
         plain = dump_plain(kind, data) if self.validate else None
         data_json = None
         if plain is not None:  # plain data of the model's exact types: what the model would dump
@@ -172,6 +177,10 @@ class Recorder:
                 line, h = record_line(seq, kind, t, data, self.head)
         except CanonicalError as e:
             raise BundleError(f"{kind} record: {e}", seq=seq) from None
+        return self._add(seq, kind, t, data, (line, h))
+
+    def _add(self, seq: int, kind: str, t: float, data: dict, line_hash: tuple[str, str]) -> Record:
+        line, h = line_hash
         if self._fd is not None:
             buf = (line + "\n").encode("ascii")
             while buf:

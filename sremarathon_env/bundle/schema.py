@@ -15,6 +15,7 @@ the ``invocation`` at t followed by the ``incident``, ``action`` and ``usage`` r
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -309,6 +310,131 @@ def _plain_tick(d: dict) -> dict | None:
 
 
 _PLAIN = {"alert": _plain_alert, "tick": _plain_tick}
+
+
+# -- the plain data and its canonical JSON in one pass -----------------------------------------------------------
+_esc = json.encoder.encode_basestring_ascii
+_frepr = float.__repr__
+_STATE_JSON = {s: '"%s"' % s for s in _ALERT_STATES}
+#: an alert's text up to its state, by (alertname, fingerprint, severity, label items in their order): the text of
+#: a content key (equal keys, equal text); cleared when full
+_ALERT_HEAD: dict[tuple, str] = {}
+ALERT_HEAD_MAX = 4096
+
+
+def plain_alert_json(d: dict) -> tuple[dict, str] | None:
+    """``(p, canonical.alert_json(p))`` with ``p = _plain_alert(d)``, in one pass; None where either is None (the
+    caller then takes those two, which say what is wrong). The text up to the state is kept per content key.
+
+    >>> d = {"t": 30.0, "alertname": "X", "labels": {"b": "2", "a": "\u00e9"}, "fingerprint": "f", "state": "firing"}
+    >>> from .canonical import alert_json
+    >>> plain_alert_json(d) == (_plain_alert(d), alert_json(_plain_alert(d)))
+    True
+    """
+    keys = d.keys()
+    if not (_ALERT_REQUIRED <= keys <= _ALERT_KEYS):
+        return None
+    t, name, labels, fp, state = d["t"], d["alertname"], d["labels"], d["fingerprint"], d["state"]
+    sev = d.get("severity")
+    if (type(t) is not float or type(name) is not str or type(labels) is not dict or type(fp) is not str
+            or type(state) is not str or state not in _ALERT_STATES or (sev is not None and type(sev) is not str)
+            or t - t != 0.0):   # (a t that is not finite: alert_json's None)
+        return None
+    items = tuple(labels.items())
+    for k, v in items:
+        if type(k) is not str or type(v) is not str:
+            return None
+    key = (name, fp, sev, items)
+    head = _ALERT_HEAD.get(key)
+    if head is None:
+        if len(_ALERT_HEAD) >= ALERT_HEAD_MAX:
+            _ALERT_HEAD.clear()
+        head = _ALERT_HEAD[key] = "".join((
+            '{"alertname":', _esc(name), ',"fingerprint":', _esc(fp), ',"labels":{',
+            ",".join([_esc(k) + ":" + _esc(v) for k, v in sorted(items)]),
+            '},"severity":', "null" if sev is None else _esc(sev), ',"state":'))
+    return ({"t": t, "alertname": name, "labels": dict(items), "fingerprint": fp, "state": state, "severity": sev},
+            head + _STATE_JSON[state] + ',"t":' + _frepr(t) + "}")
+
+
+#: a probe's text by its (active, probe_ok, artifact_ok), keys sorted
+_PROBE_JSON = {(a, p, r): '{"active":%s,"artifact_ok":%s,"probe_ok":%s}' % (
+    "true" if a else "false", "true" if r else "false", "true" if p else "false")
+    for a in (True, False) for p in (True, False) for r in (True, False)}
+
+
+def plain_tick_json(d: dict) -> tuple[dict, str] | None:
+    """``(p, canonical.tick_json(p))`` with ``p = _plain_tick(d)``, in one pass; None where either is None (the
+    caller then takes those two).
+
+    >>> d = {"t": 15.0, "entry": {"total": 2.0, "failed": 0.5, "slow": 0.0, "degraded": -0.0},
+    ...      "faults": {"F2": {"active": True, "probe_ok": False, "artifact_ok": True},
+    ...                 "F1": {"active": False, "probe_ok": True, "artifact_ok": True}},
+    ...      "events": [{"instance_id": "F2", "event": "injected", "detail": "", "aliases": ["x"]}]}
+    >>> from .canonical import tick_json
+    >>> plain_tick_json(d) == (_plain_tick(d), tick_json(_plain_tick(d)))
+    True
+    """
+    keys = d.keys()
+    if not ({"t", "entry"} <= keys <= _TICK_KEYS):
+        return None
+    t, e = d["t"], d["entry"]
+    if type(t) is not float or type(e) is not dict or e.keys() != _ENTRY_KEYS:
+        return None
+    tot, fail, slow, deg = e["total"], e["failed"], e["slow"], e["degraded"]
+    if (type(tot) is not float or type(fail) is not float or type(slow) is not float or type(deg) is not float
+            or t - t != 0.0 or tot - tot != 0.0 or fail - fail != 0.0 or slow - slow != 0.0 or deg - deg != 0.0):
+        return None   # (a float that is not finite: tick_json's None)
+    faults_in = d.get("faults", {})
+    if type(faults_in) is not dict:
+        return None
+    faults = {}
+    if faults_in:
+        texts = []
+        for k, p in faults_in.items():
+            if type(k) is not str or type(p) is not dict or p.keys() != _PROBE_KEYS:
+                return None
+            a, ok, art = p["active"], p["probe_ok"], p["artifact_ok"]
+            if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
+                return None
+            faults[k] = {"active": a, "probe_ok": ok, "artifact_ok": art}
+            texts.append((k, _PROBE_JSON[a, ok, art]))
+        texts.sort()   # (keys are distinct: the order of the keys)
+        f_json = "{" + ",".join([_esc(k) + ":" + x for k, x in texts]) + "}"
+    else:
+        f_json = "{}"
+    events_in = d.get("events", [])
+    if type(events_in) is not list:
+        return None
+    events = []
+    if events_in:
+        texts = []
+        for ev in events_in:
+            if type(ev) is not dict or not ({"instance_id", "event"} <= ev.keys() <= _EVENT_KEYS):
+                return None
+            iid, kind, detail, aliases = ev["instance_id"], ev["event"], ev.get("detail", ""), ev.get("aliases", [])
+            if (type(iid) is not str or type(kind) is not str or kind not in _EVENT_KINDS or type(detail) is not str
+                    or type(aliases) is not list):
+                return None
+            for a in aliases:
+                if type(a) is not str:
+                    return None
+            events.append({"instance_id": iid, "event": kind, "detail": detail, "aliases": list(aliases)})
+            texts.append('{"aliases":[' + ",".join([_esc(a) for a in aliases]) + '],"detail":' + _esc(detail)
+                         + ',"event":' + _esc(kind) + ',"instance_id":' + _esc(iid) + "}")
+        ev_json = "[" + ",".join(texts) + "]"
+    else:
+        ev_json = "[]"
+    return ({"t": t, "entry": {"total": tot, "failed": fail, "slow": slow, "degraded": deg}, "faults": faults,
+             "events": events},
+            "".join(('{"entry":{"degraded":', _frepr(deg), ',"failed":', _frepr(fail), ',"slow":', _frepr(slow),
+                     ',"total":', _frepr(tot), '},"events":', ev_json, ',"faults":', f_json, ',"t":', _frepr(t),
+                     "}")))
+
+
+#: the one-pass plain data and text of the hot kinds (`Recorder` takes it first; None: `dump_plain` and
+#: `canonical.PLAIN_JSON`, the definitions)
+PLAIN_WITH_JSON = {"alert": plain_alert_json, "tick": plain_tick_json}
 
 
 def dump_plain(kind: str, data: Any) -> dict | None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sremarathon_env.bundle import Recorder
 from sremarathon_env.bundle.canonical import PLAIN_JSON, CanonicalError, dumps
-from sremarathon_env.bundle.schema import dump_plain, validate_data
+from sremarathon_env.bundle.schema import PLAIN_WITH_JSON, dump_plain, validate_data
 
 text = st.text(max_size=8)
 num = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.booleans(), text, st.none())
@@ -75,6 +75,24 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _check_one_pass(kind: str, data, plain, text) -> None:
+    """The recorder's one-pass path (`PLAIN_WITH_JSON`) gives the plain data and its text exactly when both the
+    plain path and its encoder do (None otherwise), the same values in the same key order, fresh containers."""
+    got = PLAIN_WITH_JSON[kind](data)
+    if plain is None or text is None:
+        assert got is None, (data, got)
+        return
+    assert got is not None, data
+    assert _same(got[0], plain) and got[1] == text, (got, plain, text)
+    assert got[0] == plain and type(got[1]) is str
+    assert all(got[0][k] is not data[k] for k in got[0] if isinstance(got[0][k], (dict, list)) and k in data)
+    if kind == "tick":
+        for k, p in got[0]["faults"].items():
+            assert p is not data["faults"][k]
+        for e, e_in in zip(got[0]["events"], data.get("events", [])):
+            assert e is not e_in and e["aliases"] is not e_in.get("aliases")
+
+
 def _check(kind: str, data: dict) -> bool:
     """True when the plain path took the record."""
     snapshot = json.dumps(data, sort_keys=True, default=repr)
@@ -83,9 +101,11 @@ def _check(kind: str, data: dict) -> bool:
         model = validate_data(kind, data).model_dump(mode="json")
     except ValueError:
         assert plain is None, f"the model refuses what the plain path took: {data!r}"
+        assert PLAIN_WITH_JSON[kind](data) is None
         return False
     assert json.dumps(data, sort_keys=True, default=repr) == snapshot  # the input is not changed
     if plain is None:
+        assert PLAIN_WITH_JSON[kind](data) is None
         return False
     assert _same(plain, model), (plain, model)
     try:
@@ -100,6 +120,7 @@ def _check(kind: str, data: dict) -> bool:
     except CanonicalError:
         want = None
     assert PLAIN_JSON[kind](plain) == want, plain
+    _check_one_pass(kind, data, plain, want)
     # fresh containers: changing the input afterwards does not reach the dump
     assert all(plain[k] is not data[k] for k in plain if isinstance(plain[k], (dict, list)) and k in data)
     return True
@@ -154,17 +175,39 @@ def test_recorder_bytes_equal_with_and_without_the_plain_path(monkeypatch):
         return [(r.hash, r.data) for r in rec.records]
 
     fast = chain()
-    for path in ("plain", "model"):
+    for path in ("one pass", "plain", "model"):
         try:
             Recorder(None).append("alert", 30.0, {**recs[0][2], "t": 31.0})
         except R.BundleError as e:
             assert "data t=31.0 differs from record t=30.0" in str(e)
         else:
             raise AssertionError("a data t other than the record's was accepted")
-        monkeypatch.setattr(R, "dump_plain", lambda kind, data: None)
+        if path == "one pass":
+            monkeypatch.setattr(R, "PLAIN_WITH_JSON", {})
+        else:
+            monkeypatch.setattr(R, "dump_plain", lambda kind, data: None)
+    monkeypatch.setattr(R, "PLAIN_WITH_JSON", {})
+    mid = chain()
     monkeypatch.setattr(R, "dump_plain", lambda kind, data: None)
     slow = chain()
-    assert fast == slow and all(_same(a[1], b[1]) for a, b in zip(fast, slow))
+    assert fast == mid == slow and all(_same(a[1], b[1]) and _same(a[1], c[1]) for a, b, c in zip(fast, mid, slow))
+    assert [type(x) for a in fast for x in a[1].values()] == [type(x) for a in slow for x in a[1].values()]
+
+
+def test_one_pass_alert_heads_are_content_keyed_and_bounded(monkeypatch):
+    import sremarathon_env.bundle.schema as S
+
+    a = {"t": 1.0, "alertname": "X", "labels": {"b": "2", "a": "1"}, "fingerprint": "f", "state": "firing"}
+    variants = [a, {**a, "labels": {"a": "1", "b": "2"}}, {**a, "labels": {"a": "1", "b": "3"}},
+                {**a, "severity": "warning"}, {**a, "severity": None}, {**a, "alertname": "Y"},
+                {**a, "fingerprint": "g"}, {**a, "state": "resolved", "t": 2.5}]
+    monkeypatch.setattr(S, "ALERT_HEAD_MAX", 3)
+    S._ALERT_HEAD.clear()
+    for _ in range(3):
+        for d in variants:
+            p = dump_plain("alert", d)
+            assert S.plain_alert_json(d) == (p, dumps(p))
+            assert len(S._ALERT_HEAD) <= 3
 
 
 def test_label_texts_are_content_keyed_and_bounded(monkeypatch):
