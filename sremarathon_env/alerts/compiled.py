@@ -110,11 +110,11 @@ def _load():
 
     def warm_up():
         # one call of each on tiny arrays of the tape's types: numba loads (or compiles) them now
-        i32, i64 = np.zeros((3, 2), np.int32), np.zeros(1, np.int64)
-        V = np.zeros((3, 2))
-        ns.extend(np.zeros((1, 2)), i64, i64, 0, 1, False, V, i32, i32, i32, i32, i32, i32)
-        ns.window(i32, i32, i32, V, i32, i32, i32, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64,
-                  0, 15000, 1, 2, False, False)
+        i64 = np.zeros(1, np.int64)
+        cells = np.zeros((3, 2, 4))
+        ints = cells.view(np.int32)
+        ns.extend(np.zeros((1, 2)), i64, i64, 0, 1, False, cells, ints, 2)
+        ns.window(cells, ints, 2, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64, 0, 15000, 1, 2, False, False)
 
     ns.warm_up = warm_up
     return ns
@@ -124,10 +124,18 @@ def _define(njit):
     """The kernels, compiled lazily by numba at their first call (cached on disk)."""
 
     @njit(cache=True, error_model="numpy")
-    def window(CS, PV, POS, V, RC, CC, LR, slots, range_ms, offset_ms, codes, rs, times,
-               t0_ms, st, N, cap, has_counter, has_rate):
-        # the summary arrays are the tape's underlying (columns, slots) arrays; see tape.window_kernel for the
-        # formulas, which this follows operation by operation
+    def window(cells, ints, f0, slots, range_ms, offset_ms, codes, rs, times, t0_ms, st, N, cap, has_counter,
+               has_rate):
+        # the tape's cell records, (columns + 1, slots, fields): the value (cells[..., 0]) and the integer summaries
+        # (ints[..., f0 + k], k in tape.FIELDS' order); see tape.window_kernel for the formulas, which this follows
+        # operation by operation
+        V = cells[:, :, 0]
+        CS = ints[:, :, f0]
+        PV = ints[:, :, f0 + 1]
+        POS = ints[:, :, f0 + 2]
+        RC = ints[:, :, f0 + 3]
+        CC = ints[:, :, f0 + 4]
+        LR = ints[:, :, f0 + 5]
         R = slots.shape[0]
         T = times.shape[0]
         out_v = np.empty((R, T))
@@ -249,10 +257,18 @@ def _define(njit):
         return out_v, out_p
 
     @njit(cache=True, error_model="numpy")
-    def extend(data, rows, slots, c0, c1, check, V, CS, PV, POS, RC, CC, LR):
+    def extend(data, rows, slots, c0, c1, check, cells, ints, f0):
         # columns [c0, c1) of the store rows ``rows`` of one family (its ``_data``) into the tape's slots ``slots``,
-        # column by column (the tape's arrays are (columns, slots)); when ``check``, column c0 - 1 is compared
-        # with the tape first: False if it changed (nothing of this family written). See tape.Tape._extend.
+        # column by column (the tape's cells are (columns, slots) records, as in ``window``); when ``check``, column
+        # c0 - 1 is compared with the tape first: False if it changed (nothing of this family written). See
+        # tape.Tape._extend.
+        V = cells[:, :, 0]
+        CS = ints[:, :, f0]
+        PV = ints[:, :, f0 + 1]
+        POS = ints[:, :, f0 + 2]
+        RC = ints[:, :, f0 + 3]
+        CC = ints[:, :, f0 + 4]
+        LR = ints[:, :, f0 + 5]
         n = rows.shape[0]
         if check:
             for i in range(n):

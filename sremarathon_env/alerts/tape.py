@@ -86,21 +86,20 @@ def _empty_small_pages(shape: tuple, dtype) -> np.ndarray:
 
 
 # -- buffers of released tapes ---------------------------------------------------------------------------------
-#: the summary-array buffers of released tapes (`Tape.release`), for the next tapes' arrays: their pages are in
-#: memory already (a fresh array faults each page in at its first write, ~1.3 us a page on this VM: ~130 pages per
-#: 8-column sync of an Online Boutique tape, ~310 for Train Ticket). The arrays are uninitialised by contract (every
-#: cell is written before it is read, see ``Tape._alloc``), so what an earlier tape left in a buffer is never read.
-#: A buffer serves an array of between half its size and its size; at most `POOL_MAX` buffers (one tape's arrays)
-#: are kept, none under `POOL_MIN_BYTES`.
+#: the cell buffers of released tapes (`Tape.release`), for the next tapes' cells: their pages are in memory already
+#: (a fresh buffer faults each page in at its first write, ~1.5 us a page on this VM: ~25 pages per 8-column sync of
+#: an Online Boutique tape). The cells are uninitialised by contract (every cell is written before it is read, see
+#: ``Tape._alloc``), so what an earlier tape left in a buffer is never read. A buffer serves a tape needing between
+#: half its size and its size; at most `POOL_MAX` buffers (two tapes' cells) are kept, none under `POOL_MIN_BYTES`.
 _POOL: list[np.ndarray] = []
 _POOL_LOCK = threading.Lock()
-POOL_MAX = 8
+POOL_MAX = 2
 POOL_MIN_BYTES = 1 << 20
 #: slot capacities are rounded up to a multiple of this, so that the tapes of one app's episodes (a few slots more or
-#: less) get arrays of the same shapes, whose used cells lie on the pages the previous tape used
+#: less) get buffers of the same shapes, whose used cells lie on the pages the previous tape used
 SLOT_ROUND = 256
-#: items (of 8 bytes) between the starts of consecutive summary arrays in their buffers (see ``Tape._alloc``)
-STAGGER = 8
+#: the integer summaries of a cell, in their order after the value in the cell's record (see ``Tape._alloc``)
+FIELDS = ("CS", "PV", "POS", "RC", "CC", "LR")
 
 
 def _buffer(n_items: int) -> np.ndarray:
@@ -226,20 +225,20 @@ class Tape:
             outs.append(got)
         return np.concatenate(outs) if outs else np.zeros(0, dtype=np.intp)
 
-    #: the summary arrays, their dtypes (int: column indices and counts, int32 unless an array would have 2**31
-    #: cells or more, see ``_int_dtype``) and extra columns
+    #: the summaries, their dtypes (int: column indices and counts, int32 unless a summary would have 2**31 cells or
+    #: more, see ``_int_dtype``) and extra columns (fields of the cell records, see ``_alloc``)
     _ARRAYS = (("V", np.float64, 0), ("CS", int, 1), ("PV", int, 0), ("POS", int, 0),
                ("RC", int, 0), ("CC", int, 0), ("LR", int, 0))
 
     @staticmethod
     def _int_dtype(n_slots: int, cap: int):
-        """int32 for the integer arrays (half the memory traffic of int64) where every flat offset
+        """int32 for the integer summaries (half the memory traffic of int64) where every flat offset
         ``column * n_slots + slot`` of them fits in it (then so does every product of a value and ``n_slots``
         the window kernel forms: values are columns or counts, at most ``cap``); int64 beyond."""
         return np.int32 if (cap + 1) * n_slots < 2 ** 31 else np.int64
 
     def _alloc(self, n_slots: int, cap: int) -> None:
-        """Uninitialised arrays: every cell is written before it is read. A slot's columns [0, N) are written
+        """Uninitialised cells: every cell is written before it is read. A slot's columns [0, N) are written
         when it is synced (new slots from column 0, ``CS[slot, 0] = 0`` included), later columns as the tape
         extends; a window reads columns below N only (and ``POS`` at ranks below a slot's count: a cell past it
         is only read where the window is empty, and the value is masked). So rows and columns never used are
@@ -248,22 +247,31 @@ class Tape:
         # V: values; CS: present samples in columns [0, k); PV: last present column <= k; POS: column of the
         # j-th present sample; RC: counter resets in columns [0, k]; CC: value changes in columns [0, k]; LR: last
         # reset column <= k (0 if none). The value before a reset at column c is V[PV[c - 1]].
-        # column-major: a (slots, columns) view of a (columns, slots) array, so that the columns written so far
-        # are all the memory touched (row-major, a first sync touched every page of every row in use at once)
-        # each array is a view of a buffer (fresh, or one a released tape gave back: see `release`)
-        # array k starts k * 64 bytes into its buffer: buffers are allocated alike (page-aligned), and a cell's
-        # address in the seven arrays, and in the next column (n_slots is a multiple of SLOT_ROUND), would be
-        # equal modulo 4 KiB - all in one set of the CPU's L1 cache, which per-cell loops over all arrays thrash
-        self._bufs = []
-        it = self._int_dtype(n_slots, cap)
-        for k, (name, dt, extra) in enumerate(self._ARRAYS):
-            dt = np.dtype(it if dt is int else dt)
-            n = (cap + extra) * n_slots
-            words = -(-n * dt.itemsize // 8)   # the buffers are float64
-            o = STAGGER * k
-            buf = _buffer(words + o)
-            self._bufs.append(buf)
-            setattr(self, name, buf[o : o + words].view(dt)[:n].reshape(cap + extra, n_slots).T)
+        # One record per cell (column, slot): the value (float64), then the six integers (FIELDS; int32 records are
+        # 32 bytes, int64 ones 64 with a spare field), in a (columns + 1, slots) array of records, column-major: the
+        # columns written so far are all the memory touched (row-major, a first sync touched every page of every row
+        # in use at once), and a column's used slots are one stretch of memory (as separate arrays, each array's
+        # stretch of each column touched a page of its own: 2.3x the page faults of a fresh tape, more TLB entries).
+        # The summaries are (slots, columns) views of the records' fields (`V`, `CS`, ...); ``_flat`` has them as flat
+        # views (cell ``column * cap_s + slot``: numpy's fancy indexing, never ``take``, which copies a strided array).
+        # The buffer is fresh, or one a released tape gave back (see `release`).
+        it = np.dtype(self._int_dtype(n_slots, cap))
+        w = 4 if it.itemsize == 4 else 8   # float64 words per record
+        n = (cap + 1) * n_slots * w
+        buf = _buffer(n)
+        self._bufs = [buf]
+        cells = buf[:n].reshape(cap + 1, n_slots, w)
+        ints = cells.view(it)               # (columns + 1, slots, 8): the value takes the first 8 bytes
+        f0 = 8 // it.itemsize
+        self._cells, self._ints, self._f0 = cells, ints, f0
+        flat = buf[:n]
+        self._flat = {"V": flat[0::w]}
+        iflat = flat.view(it)
+        self.V = cells[:cap, :, 0].T
+        for k, name in enumerate(FIELDS):
+            extra = 1 if name == "CS" else 0
+            setattr(self, name, ints[: cap + extra, :, f0 + k].T)
+            self._flat[name] = iflat[f0 + k :: 8]
 
     def release(self) -> None:
         """Give the summary arrays' buffers to the next tapes (the owner is done with this tape: a marathon that
@@ -414,7 +422,7 @@ class Tape:
         pp[0] = carry
         pp[1:] = pv[:-1]
         has_prev = pp >= 0
-        prev = V.ravel().take(np.maximum(pp, 0) * cap_s + idx)
+        prev = self._flat["V"][np.maximum(pp, 0) * cap_s + idx]
         prev = np.where(has_prev, prev, 0.0)
         step = p & has_prev
         reset = step & (B < prev)
@@ -437,7 +445,7 @@ class Tape:
             LR[c0:c1, sl] = lr
         # the j-th present sample of a slot is at column POS[slot, j]; flat offsets of present cells
         flat = (cs0 - 1 + cs) * cap_s + idx
-        POS.ravel()[flat[p]] = np.broadcast_to(kidx, p.shape)[p]
+        self._flat["POS"][flat[p]] = np.broadcast_to(kidx, p.shape)[p]
         return True
 
 
@@ -445,11 +453,11 @@ class Tape:
         """``_extend`` by the compiled kernel, family by family. A family whose column c0 - 1 changed stops it
         (False) with the families before it written: the tape then starts again from column 0 (``sync``), which
         writes every cell that can be read again."""
-        arrays = (self.V.T, self.CS.T, self.PV.T, self.POS.T, self.RC.T, self.CC.T, self.LR.T)
+        cells, ints, f0 = self._cells, self._ints, self._f0
         lo = sl.start if isinstance(sl, slice) else None   # positions in ``sl`` -> slots
         for fam, m, rows in groups:
             slots = (m if lo == 0 else m + lo) if lo is not None else idx[m]
-            if not nb.extend(fam._data, rows, slots, c0, c1, c0 > 0, *arrays):
+            if not nb.extend(fam._data, rows, slots, c0, c1, c0 > 0, cells, ints, f0):
                 return False
         return True
 
@@ -499,8 +507,7 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     cap = tape.cap_t
     nb = kernels()
     if nb is not None:   # the same values, one fused pass per (row, time) (compiled.py)
-        return nb.window(tape.CS.T, tape.PV.T, tape.POS.T, tape.V.T, tape.RC.T, tape.CC.T, tape.LR.T,
-                         spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
+        return nb.window(tape._cells, tape._ints, tape._f0, spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
                          np.asarray(times, dtype=np.int64), int(t0_ms), int(st), int(N), int(cap),
                          spec.has_counter, spec.has_rate)
     t_np = time.process_time()
@@ -531,33 +538,34 @@ def _window_numpy(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int, s
         nonempty = hi >= lo
         hi_c = np.maximum(hi, 0)
         win_start = times[None, :] - spec.window_ms if spec.ext else None
-    CS = tape.CS.T.ravel()
-    before = CS.take(base + np.minimum(lo, N) * S)
+    F = tape._flat   # flat views, cell ``column * S + slot`` (strided: indexed, never ``take``, which would copy)
+    CS = F["CS"]
+    before = CS[base + np.minimum(lo, N) * S]
     hi_at = base + hi_c * S   # flat offsets of the last column of each window
-    cnt = np.where(nonempty, CS.take(hi_at + S) - before, 0)
+    cnt = np.where(nonempty, CS[hi_at + S] - before, 0)
     has = cnt > 0
-    last = np.where(has, tape.PV.T.ravel().take(hi_at), 0)
-    first = np.where(has, tape.POS.T.ravel().take(base + np.minimum(before, cap - 1) * S), 0)
+    last = np.where(has, F["PV"][hi_at], 0)
+    first = np.where(has, F["POS"][base + np.minimum(before, cap - 1) * S], 0)
     ilast = base + last * S
     ifirst = base + first * S
     codes = spec.present
-    V = tape.V.T.ravel()
+    V = F["V"]
     out_v = out_p = None
     if spec.ext:
         ok = cnt >= 2
-        fv = V.take(ifirst)
-        lv = V.take(ilast)
+        fv = V[ifirst]
+        lv = V[ilast]
         result = lv - fv
         if spec.has_counter:
-            RC = tape.RC.T.ravel()
-            nres = np.where(ok & spec.counter, RC.take(ilast) - RC.take(ifirst), 0)
+            RC = F["RC"]
+            nres = np.where(ok & spec.counter, RC[ilast] - RC[ifirst], 0)
             if nres.any():
                 one = nres == 1
-                pos = tape.LR.T.ravel().take(ilast)
+                pos = F["LR"][ilast]
                 # the value before the last reset: at the last present column before it (the reset's column
                 # is >= 1, a reset needs an earlier sample)
-                before_reset = tape.PV.T.ravel().take(base + np.maximum(pos - 1, 0) * S)
-                result = np.where(one, result + V.take(base + np.maximum(before_reset, 0) * S), result)
+                before_reset = F["PV"][base + np.maximum(pos - 1, 0) * S]
+                result = np.where(one, result + V[base + np.maximum(before_reset, 0) * S], result)
                 for r, t in np.argwhere(nres >= 2):
                     a, b = int(first[r, t]), int(last[r, t])
                     row = tape.V[spec.slots[r]]
@@ -605,12 +613,12 @@ def _window_numpy(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int, s
             continue
         rows = spec.rows_of[c]
         if c in (3, 4):
-            A = (tape.CC if c == 3 else tape.RC).T.ravel()
-            out_v[rows] = (A.take(ilast[rows]) - A.take(ifirst[rows])).astype(np.float64)
+            A = F["CC" if c == 3 else "RC"]
+            out_v[rows] = (A[ilast[rows]] - A[ifirst[rows]]).astype(np.float64)
         elif c == 5:
             out_v[rows] = cnt[rows].astype(np.float64)
         elif c == 6:
-            out_v[rows] = V.take(ilast[rows])
+            out_v[rows] = V[ilast[rows]]
         else:
             out_v[rows] = 1.0
         out_p[rows] = has[rows]

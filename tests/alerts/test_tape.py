@@ -260,13 +260,13 @@ def test_released_buffers_serve_the_next_tape_and_change_no_result(monkeypatch):
     run(first, first_store, 30, 0, 64)
     released = list(first._bufs)
     first.release()
-    assert len(tape_mod._POOL) == len(Tape._ARRAYS) and first.N == 0
+    assert len(tape_mod._POOL) == 1 and first.N == 0   # one buffer holds all of a tape's cells
     second = Tape(second_store, capacity=130)
     run(second, second_store, 28)
     assert any(b is r for b in second._bufs for r in released)   # the pooled buffers were taken
     run(first, first_store, 30, 64, 120)                         # used after release: starts over, same results
     assert first.N == 120 and not any(b is r for b in first._bufs for r in second._bufs)
-    # bounded: one tape's arrays at most, and no buffer twice
+    # bounded: POOL_MAX buffers at most, and no buffer twice
     for t in (first, second, Tape(first_store, capacity=130)):
         t.release()
         t.release()
