@@ -404,18 +404,24 @@ AGG_LAYOUT_MAX = 2000  #: layouts kept before the cache starts again
 _START0 = np.zeros(1, dtype=np.intp)   # reduceat over all rows: one segment
 
 
+def _const_operand(sc: _Node):
+    """A constant operand as a 0-d float64 array (the same double: the same result against the float64 values,
+    without the ufunc's conversion of a Python float at every call), else None."""
+    return np.asarray(sc.val, dtype=np.float64) if isinstance(sc, _Const) else None
+
+
 class _VecScalar(_Node):
     def __init__(self, op: str, vec: _Node, sc: _Node, scalar_left: bool, return_bool: bool, labels):
         super().__init__()
         self.op, self.vec, self.sc, self.left, self.rb = op, vec, sc, scalar_left, return_bool
         self.labels = labels
-        self.const = sc.val if isinstance(sc, _Const) else None
+        self.const = _const_operand(sc)
         self.arith = ARITH_FUNCS.get(op)   # (else a comparison)
         self.cmp = CMP_FUNCS.get(op)
 
     def rebind(self, a, b):
         self.vec, self.sc = a, b
-        self.const = b.val if isinstance(b, _Const) else None
+        self.const = _const_operand(b)
 
     def compute(self, E):
         v, p = self.vec.value(E)
@@ -505,7 +511,7 @@ class _HQBatch:
     """Bucket groups of a ``histogram_quantile`` with the same distinct upper bounds (columns are independent):
     the rows ``R`` (groups x buckets), the output rows ``gs``, and what a constant quantile needs of the bounds."""
 
-    __slots__ = ("ubs", "gs", "R", "m", "start", "inf_top", "low0", "_offs")
+    __slots__ = ("ubs", "gs", "R", "m", "start", "inf_top", "low0", "_offs", "qs")
 
     def __init__(self, ubs: np.ndarray, gs: np.ndarray, R: np.ndarray):
         self.ubs, self.gs, self.R = ubs, gs, R
@@ -515,6 +521,9 @@ class _HQBatch:
         self.inf_top = bool(m) and ubs[-1] == np.inf
         self.low0 = bool(m) and bool(ubs[0] <= 0)
         self._offs: tuple = (-1, None)
+        #: constant quantiles in [0, 1] of the nodes over these groups (by ``float.hex``: -0.0 is not 0.0), computed
+        #: together once per call (``quantiles``)
+        self.qs: dict[str, float] = {}
 
     def prepare(self, v: np.ndarray, p: np.ndarray) -> tuple:
         """What every quantile over these groups shares in a call: (counts (g, m, T), presence, any present, all
@@ -541,13 +550,28 @@ class _HQBatch:
             return np.full(shape, np.inf)
         if Cc is None:
             return np.full(shape, np.nan)
+        return self._quantile(q * obs, Cc, obs)
+
+    def quantiles(self, Cc, obs) -> dict:
+        """``quantile`` of every registered constant quantile (``qs``, each in [0, 1]; ``Cc`` not None), by
+        ``float.hex`` of the quantile: one pass over a (quantiles, groups, times) stack, the same operations on
+        each element as one ``quantile`` call per quantile."""
+        keys = list(self.qs)
+        if len(keys) == 1:
+            return {keys[0]: self._quantile(self.qs[keys[0]] * obs, Cc, obs)}
+        qa = np.array(list(self.qs.values()))
+        val = self._quantile(qa[:, None, None] * obs, Cc, obs)
+        return dict(zip(keys, val))
+
+    def _quantile(self, rank, Cc, obs) -> np.ndarray:
+        """The quantile of each (group, time) column at ``rank`` ((g, T), or (k, g, T) for k quantiles at once)."""
         g, m, T = Cc.shape
-        rank = q * obs
+        lead = rank.shape[:-2]
         # the first bucket whose cumulative count reaches the rank, else the last
-        ge = np.empty((g, m, T), bool)
-        np.greater_equal(Cc[:, :-1, :], rank[:, None, :], out=ge[:, :-1, :])
-        ge[:, -1, :] = True
-        b = np.argmax(ge, axis=1)   # (g, T)
+        ge = np.empty(lead + (g, m, T), bool)
+        np.greater_equal(Cc[..., :-1, :], rank[..., None, :], out=ge[..., :-1, :])
+        ge[..., -1, :] = True
+        b = np.argmax(ge, axis=-2)   # (..., g, T)
         n, offs = self._offs
         if n != g * T or offs.shape != (g, T):
             # flat index of bucket 0 of each (group, time) column of a (g, m, T) array
@@ -565,6 +589,10 @@ class _HQBatch:
             val = np.where(b == 0, self.ubs[0], val)
         val = np.where(b == m - 1, self.ubs[m - 2], val)
         return np.where(obs == 0, np.nan, val)
+
+
+#: constant quantiles computed together per bucket batch, at most (any further one is computed on its own)
+HQ_QUANTILES_MAX = 8
 
 
 def _hq_batches(layout) -> tuple[list, list]:
@@ -591,6 +619,11 @@ class _HistQuantile(_Node):
         self.layout = layout
         # (shared by the quantiles over one child: their per-call preparation is done once, ``prepare``)
         self.batches, self.slow = memo(("hqbatches",), (layout,), lambda: _hq_batches(layout))
+        qc = q.val if isinstance(q, _Const) else None
+        if qc is not None and 0 <= qc <= 1:
+            for bt in self.batches:
+                if len(bt.qs) < HQ_QUANTILES_MAX:
+                    bt.qs.setdefault(qc.hex(), qc)
         self.one = (len(self.batches) == 1 and not self.slow
                     and self.batches[0].gs.tolist() == list(range(len(self.labels))))
 
@@ -609,11 +642,18 @@ class _HistQuantile(_Node):
             ck = ("hq", id(bt), id(v))
             hit = cache.get(ck)
             if hit is None or hit[0] is not bt or hit[1] is not v:
-                hit = cache[ck] = (bt, v, bt.prepare(v, p))
+                hit = cache[ck] = (bt, v, bt.prepare(v, p), [None])
             C, P, ap, full, Cc, obs, all_full = hit[2]
             g, m = bt.R.shape
             if qc is not None:
-                val = bt.quantile(qc, Cc, obs, (g, T))
+                if Cc is not None and qc.hex() in bt.qs:
+                    # (all constant quantiles over these groups at once, kept for the call)
+                    qv = hit[3][0]
+                    if qv is None or qc.hex() not in qv:
+                        qv = hit[3][0] = bt.quantiles(Cc, obs)
+                    val = qv[qc.hex()]
+                else:
+                    val = bt.quantile(qc, Cc, obs, (g, T))
             else:
                 Cm = C.transpose(1, 0, 2).reshape(m, g * T)
                 val = _bucket_quantile(np.concatenate([q] * g), bt.ubs, Cm).reshape(g, T)   # q repeated per group
@@ -677,6 +717,7 @@ class PackPlan:
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
         self._name_sig: dict[str, tuple] = {}
+        self._fam_read: tuple | None = None  # _read_families
         self._visits: tuple[list, list] = ([], [])
         self.builds = 0
         self.build_cpu_s = 0.0  # CPU seconds spent in rebuilds (a diagnostic for the bench; never in results)
@@ -697,17 +738,33 @@ class PackPlan:
         self.excluded = 0  # rows left out at the last build
 
     # ------------------------------------------------------------------ signature and build
-    def signature(self) -> tuple:
+    def _read_families(self) -> tuple:
+        """(the store's family count, [(name, its families)] of the names the plan reads, every such family in
+        that order, their identities), made again only when the store gained a family (a store only ever adds
+        families, ``MetricStore.family``; their row counts are read afresh at each call)."""
         store = self.store
+        n = len(store._order)
+        hit = self._fam_read
+        if hit is not None and hit[0] == n:
+            return hit
         names = store.names() if self._all_families else self._names
-        return tuple((id(f), len(f)) for n in names for f in store.families(n))
+        per_name = [(nm, store.families(nm)) for nm in names]
+        fams = [f for _, fs in per_name for f in fs]
+        hit = self._fam_read = (n, per_name, fams, tuple(map(id, fams)))
+        return hit
+
+    def signature(self) -> tuple:
+        """The series-set signature: the families the plan reads (by identity) and their row counts. The
+        identities are one tuple object while the store's families stay, so the comparison per call is the
+        row counts'."""
+        _, _, fams, ids = self._read_families()
+        return ids, tuple(map(len, fams))
 
     def _name_sigs(self) -> dict[str, tuple]:
-        store = self.store
-        names = store.names() if self._all_families else self._names
+        _, per_name, _, _ = self._read_families()
         ex = self._excl
-        return {n: tuple((id(f), len(f), ex[id(f)].version if id(f) in ex else 0) for f in store.families(n))
-                for n in names}
+        return {n: tuple((id(f), len(f), ex[id(f)].version if id(f) in ex else 0) for f in fs)
+                for n, fs in per_name}
 
     # ------------------------------------------------------------------ rows that cannot contribute
     def _check_excluded(self, t_min: int) -> None:

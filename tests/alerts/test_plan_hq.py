@@ -77,3 +77,44 @@ def test_plan_histogram_quantile_equals_the_generic_one():
             want = eng._histogram_quantile(qv, Vec(labels, v, p))
         assert np.array_equal(got_p, want.p), case
         assert _bits(np.where(got_p, got_v, 0.0)) == _bits(np.where(want.p, want.v, 0.0)), case
+
+
+def test_constant_quantiles_over_one_child_are_computed_together_bit_for_bit():
+    """The constant quantiles of all nodes over one child are one stacked computation per call (``quantiles``): each
+    equals its own ``quantile`` pass and the generic evaluator, whatever the order in which nodes are made and
+    computed, with 0.0 and -0.0 both present, and past the bound on quantiles computed together."""
+    from sremarathon_env.alerts import plan as P
+
+    rng = np.random.default_rng(11)
+    eng = PromQLEngine(MetricStore(step_s=15.0))
+    pool = [0.0, -0.0, 0.25, 0.5, 0.9, 0.95, 0.99, 1.0, 0.1, 0.3, 0.7, 0.05]
+    stacked = 0
+    for case in range(200):
+        labels, v, p, T = _case(rng)
+        layout = eng._hq_layout(labels)
+        if not layout:
+            continue
+        child = SimpleNamespace(value=lambda E, v=v, p=p: (v, p), labels=labels, kind="v")
+        qs = list(rng.choice(pool, size=int(rng.integers(1, len(pool) + 1)), replace=False))
+        nodes = [_HistQuantile(_Const(float(q)), child, layout) for q in qs]
+        E = SimpleNamespace(T=T, ctx=_Ctx(np.zeros(T, dtype=np.int64), 60000))
+        for bt in nodes[0].batches:
+            assert len(bt.qs) <= P.HQ_QUANTILES_MAX
+            prep = bt.prepare(v, p)
+            Cc, obs = prep[4], prep[5]
+            if Cc is None or not bt.qs:
+                continue
+            together = bt.quantiles(Cc, obs)
+            stacked += len(bt.qs) > 1
+            assert list(together) == list(bt.qs)
+            for key, q in bt.qs.items():
+                one = bt.quantile(q, Cc, obs, obs.shape)
+                assert _bits(together[key]) == _bits(one), (case, q)
+        for i in rng.permutation(len(nodes)):
+            q = float(qs[i])
+            with np.errstate(all="ignore"):
+                got_v, got_p = nodes[i].compute(E)
+                want = eng._histogram_quantile(np.full(T, q), Vec(labels, v, p))
+            assert np.array_equal(got_p, want.p), (case, q)
+            assert _bits(np.where(got_p, got_v, 0.0)) == _bits(np.where(want.p, want.v, 0.0)), (case, q)
+    assert stacked > 50
