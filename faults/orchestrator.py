@@ -310,9 +310,10 @@ _KEYS: dict[int, tuple[Fault, frozenset[str]]] = {}
 
 
 def _index_pool(app: str, faults: list[Fault], min_durations: dict[str, int] | None) -> tuple:
-    """(pool, by category, conflict keys, minimum duration, faults by key) of a fault list: what a schedule draws
-    from (the faults that are not noise, by id), each fault's conflict keys, its repairable duration clipped to the
-    allowed range (``min_durations``, default `fault_min_durations`) and the ids of the faults holding each key."""
+    """(pool, by category, conflict keys, minimum duration, faults by key, pick index) of a fault list: what a
+    schedule draws from (the faults that are not noise, by id), each fault's conflict keys, its repairable duration
+    clipped to the allowed range (``min_durations``, default `fault_min_durations`), the ids of the faults holding
+    each key and each non-empty category's `_pick_index`."""
     pool = sorted((f for f in faults if not f.noise), key=lambda f: f.id)
     mins = min_durations if min_durations is not None else fault_min_durations(app, pool) if pool else {}
     by_cat: dict[str, list[Fault]] = {c: [] for c in CATEGORIES}
@@ -324,7 +325,8 @@ def _index_pool(app: str, faults: list[Fault], min_durations: dict[str, int] | N
     for f in pool:
         for k in keys[f.id]:
             by_key.setdefault(k, set()).add(f.id)
-    return pool, by_cat, keys, need, {k: frozenset(v) for k, v in by_key.items()}
+    index = {c: _pick_index(fs, need) for c, fs in by_cat.items() if fs}
+    return pool, by_cat, keys, need, {k: frozenset(v) for k, v in by_key.items()}, index
 
 
 def _pool_parts(app: str, faults: list[Fault]) -> tuple | None:
@@ -386,7 +388,7 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
     parts = _pool_parts(app, faults) if min_durations is None else None
     if parts is None:
         parts = _index_pool(app, faults, min_durations)
-    pool, by_cat, keys, need, by_key = parts
+    pool, by_cat, keys, need, by_key, index = parts
     if not pool:
         return []
     ss = seed_sequence("schedule", catalogue_version, app, seed)
@@ -415,13 +417,8 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
 
         chosen = None
         for c in _pick_category(r_pick, avail):
-            cand = [f for f in by_cat[c] if f.id not in used and f.id not in blocked]
-            if cand:
-                fit = [f for f in cand if need[f.id] <= d]
-                if not fit:   # none repairable in the drawn window: the quickest to repair, stretched
-                    lo = min(need[f.id] for f in cand)
-                    fit = [f for f in cand if need[f.id] == lo]
-                pick_from = fit
+            pick_from = _pick_list(index[c], used, blocked, d)
+            if pick_from:
                 chosen = pick_from[int(r_pick.integers(len(pick_from)))]
                 break
         if chosen is None:
@@ -429,10 +426,42 @@ def schedule_faults(app: str, seed: int, faults: list[Fault], *, catalogue_versi
         en = st + max(d, need[chosen.id])
         used.add(chosen.id)
         active.append((st, en, keys[chosen.id]))
-        out.append(ScheduledFault(instance_id="", fault_id=chosen.id, start_s=st, end_s=en,
-                                  category=chosen.category, target=chosen.target))
-    out.sort(key=lambda f: (f.start_s, f.fault_id))
-    return [f.model_copy(update={"instance_id": f"F{i + 1:03d}"}) for i, f in enumerate(out)]
+        out.append((st, chosen.id, en, chosen))
+    out.sort(key=lambda x: (x[0], x[1]))
+    return [ScheduledFault(instance_id=f"F{i + 1:03d}", fault_id=fid, start_s=st, end_s=en, category=f.category,
+                           target=f.target) for i, (st, fid, en, f) in enumerate(out)]
+
+
+def _pick_index(faults: list[Fault], need: dict[str, int]) -> tuple[list[tuple[Fault, str, int]], list[tuple]]:
+    """What `_pick_list` reads of one category: its (fault, id, need) in order, and its faults grouped by need in
+    ascending need, each group ``(need, [(fault, id), ...])`` in the category's order."""
+    entries = [(f, f.id, need[f.id]) for f in faults]
+    groups: dict[int, list[tuple[Fault, str]]] = {}
+    for f, fid, nf in entries:
+        groups.setdefault(nf, []).append((f, fid))
+    return entries, sorted(groups.items())
+
+
+def _pick_list(index: tuple[list, list], used: set[str], blocked: set[str], d: int) -> list[Fault]:
+    """The faults of one category an arrival with drawn window ``d`` picks from, in their order: the candidates
+    (neither used nor blocked) repairable in the window (``need <= d``); when none is, the candidates quickest to
+    repair (least ``need``: the window is stretched to it); empty when there is no candidate. ``index``: the
+    category's `_pick_index`. The fitting ones are taken in one pass, and only where some fault of the category
+    needs no more than ``d``; the quickest candidates are the first need group holding one (the definition makes
+    the candidate list, then the fitting list, then the least need's list; tests/faults/test_orchestrator.py holds
+    the two to each other)."""
+    entries, groups = index
+    if groups and groups[0][0] <= d:
+        fit = [f for f, fid, nf in entries if nf <= d and fid not in used and fid not in blocked]
+        if fit:
+            return fit
+    for nf, members in groups:   # no candidate fits: those of the least need (the groups up to d hold none)
+        if nf <= d:
+            continue
+        got = [f for f, fid in members if fid not in used and fid not in blocked]
+        if got:
+            return got
+    return []
 
 
 def build_schedule(app: str, seed: int, *, catalogue_version: str | None = None, injection_s: int = 3600,

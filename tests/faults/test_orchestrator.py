@@ -217,7 +217,7 @@ def test_blocked_faults_equal_the_free_test_per_fault(app):
 
     from faults import orchestrator as orch
 
-    pool, _, keys, need, by_key = orch._index_pool(app, load_catalogue(app), None)
+    pool, _, keys, need, by_key, _ = orch._index_pool(app, load_catalogue(app), None)
     rng = np.random.default_rng(5)
     n_blocked = 0
     for _ in range(300):
@@ -237,3 +237,42 @@ def test_blocked_faults_equal_the_free_test_per_fault(app):
         assert got == {f.id for f in pool if not free(f)}
         n_blocked += bool(got)
     assert n_blocked > 100
+
+
+def _pick_list_definition(faults, used, blocked, need, d):
+    """What an arrival picks from, as the schedule defines it: the candidates, those repairable in the window,
+    and when none is, the candidates with the least need."""
+    cand = [f for f in faults if f.id not in used and f.id not in blocked]
+    if not cand:
+        return []
+    fit = [f for f in cand if need[f.id] <= d]
+    if not fit:
+        lo = min(need[f.id] for f in cand)
+        fit = [f for f in cand if need[f.id] == lo]
+    return fit
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_one_pass_pick_list_equals_the_definition(app):
+    """`_pick_list` (one pass over a category) gives the very list (same faults, same order) the definition's
+    three lists give, for random used/blocked sets and windows, with the catalogue's needs and with random ones
+    (many ties), every category."""
+    from faults import orchestrator as orch
+
+    pool, by_cat, _, need, _, index = orch._index_pool(app, load_catalogue(app), None)
+    rng = np.random.default_rng(7)
+    ids = [f.id for f in pool]
+    checked = stretched = 0
+    for trial in range(400):
+        needs = need if trial % 2 == 0 else {i: int(rng.choice([240, 300, 360, 420, 600])) for i in ids}
+        p = rng.random()
+        used = {i for i in ids if rng.random() < p * 0.6}
+        blocked = {i for i in ids if rng.random() < p * 0.6}
+        d = int(rng.integers(200, 700))
+        for c, faults in by_cat.items():
+            want = _pick_list_definition(faults, used, blocked, needs, d)
+            got = orch._pick_list(index[c] if needs is need else orch._pick_index(faults, needs), used, blocked, d)
+            assert [f.id for f in got] == [f.id for f in want] and all(a is b for a, b in zip(got, want))
+            checked += 1
+            stretched += bool(want) and all(needs[f.id] > d for f in want)
+    assert checked > 1000 and stretched > 50
