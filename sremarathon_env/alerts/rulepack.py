@@ -52,6 +52,12 @@ def go_float(v: float) -> str:
         # the shortest round-trip digits ``repr`` writes, read by string operations (what ``Decimal(repr(v))``
         # holds, without its construction)
         r = float.__repr__(v)
+        if "e" not in r:
+            # ``repr`` writes the shortest digits in fixed notation for decimal exponents -4..15, Go for -4..5 (at
+            # most six digits before the point): there the two texts are the same but for repr's ".0" of an integer
+            point = r.find(".")
+            if point - (r[0] == "-") <= 6:
+                return r[:-2] if r.endswith(".0") else r
         neg = ""
         if r[0] == "-":
             neg, r = "-", r[1:]

@@ -126,8 +126,10 @@ class _Alert:
         the dict, which stays pending for the dict readers."""
         if self._j_rev != self.rev:
             if self._j_const is None:
-                self._j_const = (_JSON.encode(self.labels["alertname"]), _JSON.encode(self.labels),
-                                 _JSON.encode(self.fingerprint), _ms_text(self.first_pending_ms))
+                name, fp = self.labels["alertname"], self.fingerprint
+                self._j_const = (_esc(name) if type(name) is str else _JSON.encode(name),
+                                 _encode_str_dict(self.labels),
+                                 _esc(fp) if type(fp) is str else _JSON.encode(fp), _ms_text(self.first_pending_ms))
             skey = (self.state, self.active_at_ms, self.episodes, self.firing_ms, self.first_firing_ms,
                     self.resolved_ms)
             if self._j_state is None or self._j_state[0] != skey:
@@ -294,6 +296,8 @@ def _encode_str_dict(d: dict) -> str:
     return "{" + ",".join([_esc(k) + ":" + _esc(v) for k, v in items]) + "}"
 
 
+_count_nonzero = np.count_nonzero
+
 #: (fingerprint, alert labels, sample labels) of a result row, by (rule name, rule labels, the row's label set),
 #: shared by the engines of a process (each RL episode has a new engine that meets the same label sets); the dicts
 #: are never changed (alerts and transitions take copies); starts again past its bound
@@ -366,7 +370,7 @@ class AlertEngine:
             if isinstance(vec, QueryError):
                 self.errors.append({"t": times[-1] / 1000, "alertname": rule.name, "error": vec.message})
                 vec = Vec.empty(len(times))
-            if not self._n_active[ri] and (not vec.labels or not vec.p.any()):
+            if not self._n_active[ri] and (not vec.labels or not _count_nonzero(vec.p)):   # (``vec.p.any()``)
                 continue  # nothing present and nothing active: no transition, no value to take
             self._step_rule(ri, rule, vec, times, out, times_l)
         out.sort(key=lambda x: (x[0], x[1], x[2]))
