@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from apps.spec import AppSpec, ServiceSpec
-from sremarathon_env.backends.sim.util import child_rng, suffix, template_hash
+from sremarathon_env.backends.sim.util import KeyedDraws, suffix, template_hash
 
 BACKOFF_START_S = 10.0
 BACKOFF_MAX_S = 300.0
@@ -457,7 +457,8 @@ class Cluster:
         svc = self.svc_names[pod.svc]
         tpl = pod.rs.template
         image = f"{tpl['image']}:{tpl['tag']}"
-        # this moment's generator (built only by the moments that draw: building one costs more than the rest)
+        # this moment's generator's draws (`KeyedDraws`: made only by the moments that draw, and taken from the
+        # record where another twin of this seed drew them: building a generator costs more than the rest)
         rng_key = (self.seed, "kubelet", pod.name, pod.restarts, action, round(t, 3))
         node = self.nodes[pod.node] if pod.node >= 0 else None
         if action == "schedule":
@@ -475,7 +476,7 @@ class Cluster:
                 self._at(pod, t + 0.3, "start")
             else:
                 self.event(t, "Normal", "Pulling", "Pod", pod.name, f'Pulling image "{image}"')
-                rng = child_rng(*rng_key)
+                rng = KeyedDraws(*rng_key)
                 dur = float(rng.uniform(1.5, 6.0)) if ok else float(rng.uniform(0.5, 2.0))
                 self._at(pod, t + dur, "pulled" if ok else "pullfail")
         elif action == "pulled":
@@ -505,7 +506,7 @@ class Cluster:
             self.lifecycle.append((t, pod.svc, pod.name, "start", ""))
             plan = self.crash_plan(pod, t)
             pod.plan = plan
-            rng = child_rng(*rng_key)
+            rng = KeyedDraws(*rng_key)
             if plan is not None:
                 self._at(pod, t + plan.after_s * float(rng.uniform(0.8, 1.2)), "crash")
             else:
@@ -522,7 +523,7 @@ class Cluster:
             self._at(pod, t, "start")
         self._sync(pod)
 
-    def ready_delay(self, pod: Pod, rng: np.random.Generator) -> float:
+    def ready_delay(self, pod: Pod, rng: "KeyedDraws | np.random.Generator") -> float:
         spec = self.app.services[pod.svc]
         startup = spec.behaviour.startup_s * float(rng.uniform(0.85, 1.25))
         probe = spec.readiness_probe

@@ -38,6 +38,72 @@ def child_rng(seed: int, *keys: object) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
+class KeyedDraws:
+    """The draws of ``child_rng(seed, *keys)`` (``uniform`` only), the same values: a draw that another
+    generator of the same seed and keys already made as the same call at the same position (the same
+    arguments after the same earlier calls) is served from the process-wide record `_DRAWS`, anything
+    else comes from the generator itself (built on the first such draw and advanced past the served
+    ones by repeating their calls). Twins of one seed (a run loop's no-action reference run and its
+    scored twin) meet the same kubelet moments: the second builds no generator for them.
+
+    The record holds what determines a generator (the seed's low 32 bits and the keys' joined texts, as
+    `child_rng` hashes them) with a sequence of calls made for it and their values (the latest one that
+    followed the record from its start), for the latest MAX_DRAW_SEEDS seeds (at most MAX_DRAWS
+    generators each); its sequences are tuples of floats (nothing for the garbage collector to walk).
+
+    >>> a = KeyedDraws(7, "kubelet", "p-1", 0, "start", 12.5)
+    >>> x = a.uniform(0.8, 1.2)
+    >>> b = KeyedDraws(7, "kubelet", "p-1", 0, "start", 12.5)
+    >>> b.uniform(0.8, 1.2) == x == child_rng(7, "kubelet", "p-1", 0, "start", 12.5).uniform(0.8, 1.2)
+    True
+    """
+
+    __slots__ = ("_seed", "_keys", "_book", "_key", "_log", "_i", "_rng", "_own")
+
+    def __init__(self, seed: int, *keys: object):
+        self._seed = seed
+        self._keys = keys
+        s = int(seed) & 0xFFFFFFFF
+        book = _DRAWS.get(s)
+        if book is None:
+            while len(_DRAWS) >= MAX_DRAW_SEEDS:
+                _DRAWS.pop(next(iter(_DRAWS)))
+            book = _DRAWS[s] = {}
+        self._book = book
+        self._key = "\x1f".join(str(x) for x in keys)
+        #: (low, high, value) of each call of the record's sequence for this generator, flat
+        self._log: tuple = book.get(self._key, _NO_DRAWS)
+        self._i = 0         # calls made so far
+        self._rng = None    # the generator, once a draw is not in the record
+        self._own = True    # the calls so far are the record's: this object's calls extend it
+
+    def uniform(self, low: float, high: float) -> float:
+        j = 3 * self._i
+        self._i += 1
+        log = self._log
+        if self._rng is None:
+            if j < len(log) and log[j] == low and log[j + 1] == high:
+                return log[j + 2]
+            rng = self._rng = child_rng(self._seed, *self._keys)
+            for m in range(0, j, 3):   # the calls served so far: the generator's state after them
+                rng.uniform(log[m], log[m + 1])
+            self._own = j == len(log)
+        v = self._rng.uniform(low, high)
+        if self._own:   # the record's calls and this one: a sequence of this generator's (any such is valid)
+            book = self._book
+            if self._key not in book and len(book) >= MAX_DRAWS:
+                book.clear()
+            self._log = book[self._key] = log + (low, high, v)
+        return v
+
+
+#: seed & 0xFFFFFFFF -> {joined keys: (low, high, value, ...) of a sequence of calls made for that generator} (`KeyedDraws`), for the latest MAX_DRAW_SEEDS seeds, at most MAX_DRAWS generators each
+_DRAWS: dict[int, dict[str, tuple]] = {}
+_NO_DRAWS: tuple = ()
+MAX_DRAW_SEEDS = 2
+MAX_DRAWS = 1 << 14
+
+
 @lru_cache(maxsize=1 << 16)
 def suffix(seed: int, *keys: object, n: int = 5) -> str:
     """``n`` name characters drawn deterministically from the seed and the keys."""
