@@ -196,23 +196,6 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
     N, E, S, P = m.N, m.E, m.S, m.P
     r = Resolution(np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(E, dtype=np.int8),
                    np.zeros(S), np.zeros(S, dtype=bool), np.ones(P), np.ones(S), {}, [], {}, {}, {}, set())
-    # weights of revisions by ready pods (lifecycle readiness, before effect-driven not-ready)
-    weights: list[tuple[int, Any, float]] = []   # (svc, rs, weight)
-    n = len(c.pods)
-    up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]       # the pods' mirrored ready / node_lost
-    per_rs = np.bincount(c.p_rs[:n][up], minlength=len(c.rs_by_id)).tolist()
-    # a pod's ReplicaSet is one of its Deployment's (they are never dropped): ready pods per service
-    # are the Deployment's sum over its ReplicaSets
-    per_svc = np.bincount(c.p_svc[:n][up], minlength=S).tolist()
-    for dep in c.deployments.values():
-        live = per_svc[dep.svc]
-        if live:
-            for rs in dep.rss:
-                k = per_rs[rs.id]
-                if k:
-                    weights.append((dep.svc, rs, k / live))
-        else:
-            weights.append((dep.svc, dep.current, 1.0))
     book = sim.book
     active: list[tuple[str, Effect, float, Any]] = []   # (handle, effect, weight, rs or None)
     for h, e in book.effects.items():
@@ -220,14 +203,13 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
             active.append((h, e, 1.0, None))
         elif e.bind == "flag" and sim.flag_variant(e.flag) == e.variant:
             active.append((h, e, 1.0, None))
-    for svc, rs, w in weights:
+    # revision-bound effects and config faults, weighted by their revisions' shares of ready pods
+    cfg_active: list[tuple[int, ConfigFault, float, Any]] = []
+    for svc, rs, w in _weights(sim):
         for h in rs.effects:
             e = book.effects.get(h)
             if e is not None:
                 active.append((h, e, w, rs))
-    # config faults per weighted revision
-    cfg_active: list[tuple[int, ConfigFault, float, Any]] = []
-    for svc, rs, w in weights:
         for f in sim.config_faults_of(rs):
             cfg_active.append((svc, f, w, rs))
     for h, e, w, rs in active:
@@ -312,6 +294,63 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
         elif f.kind == "latency":
             r.lat_add[m.node_svc == svc] += f.ms * w
     return r
+
+
+def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
+    """(service, ReplicaSet, weight) of the revisions that carry effects or config faults (the others add
+    nothing to a resolution), in `_weights_plain`'s order: a revision's weight is its share of its
+    service's ready pods (lifecycle readiness, before effect-driven not-ready); a service without any
+    weighs its current revision 1. Only the revisions with ready pods are visited (not every revision
+    a Deployment ever had)."""
+    c = sim.cluster
+    S = sim.m.S
+    n = len(c.pods)
+    up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]       # the pods' mirrored ready / node_lost
+    per_svc = np.bincount(c.p_svc[:n][up], minlength=S).tolist()
+    per_rs = np.bincount(c.p_rs[:n][up], minlength=len(c.rs_by_id))
+    by_id = c.rs_by_id
+    cfg_cache = sim._cfg_cache
+    deps = c.deployments
+    out = []   # (service, position in its Deployment's ReplicaSets, ReplicaSet, weight)
+    for i in np.flatnonzero(per_rs).tolist():
+        rs = by_id[i]
+        cfg = cfg_cache.get(i)
+        if cfg is None:
+            cfg = sim.config_faults_of(rs)
+        if rs.effects or cfg:
+            dep = deps[rs.deployment]
+            out.append((dep.svc, dep.rss.index(rs), rs, int(per_rs[i]) / per_svc[dep.svc]))
+    if 0 in per_svc:
+        names = c.svc_names
+        for svc, live in enumerate(per_svc):
+            if not live:
+                rs = deps[names[svc]].current
+                if rs.effects or sim.config_faults_of(rs):
+                    out.append((svc, 0, rs, 1.0))
+    if len(out) > 1:
+        out.sort(key=lambda x: x[:2])
+    return [(svc, rs, w) for svc, _, rs, w in out]
+
+
+def _weights_plain(sim: "SimBackend") -> list[tuple[int, Any, float]]:
+    """The definition of `_weights`' order and weights: every revision with ready pods, by Deployment and
+    its ReplicaSets' order, and the current revision of a service without any (weight 1)."""
+    c = sim.cluster
+    n = len(c.pods)
+    up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]
+    per_rs = np.bincount(c.p_rs[:n][up], minlength=len(c.rs_by_id)).tolist()
+    per_svc = np.bincount(c.p_svc[:n][up], minlength=sim.m.S).tolist()
+    weights = []
+    for dep in c.deployments.values():
+        live = per_svc[dep.svc]
+        if live:
+            for rs in dep.rss:
+                k = per_rs[rs.id]
+                if k:
+                    weights.append((dep.svc, rs, k / live))
+        else:
+            weights.append((dep.svc, dep.current, 1.0))
+    return weights
 
 
 def _pods(c, svc: int, rs) -> list:
