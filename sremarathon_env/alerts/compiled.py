@@ -105,7 +105,7 @@ def _load():
         return None
     ns = _Namespace()
     ns.version = numba.__version__
-    ns.window, ns.extend = _define(numba.njit)
+    ns.window, ns.extend = _define(numba)
     ns.load_cpu_s = 0.0
 
     def warm_up():
@@ -113,15 +113,42 @@ def _load():
         i64 = np.zeros(1, np.int64)
         cells = np.zeros((3, 2, 4))
         ints = cells.view(np.int32)
-        ns.extend(np.zeros((1, 2)), i64, i64, 0, 1, False, cells, ints, 2)
+        data = np.zeros((1, 2))
+        ns.extend(np.array([data.ctypes.data], np.intp), np.array([[1, 2]], np.intp), np.array([0, 1], np.intp),
+                  np.zeros(1, np.intp), np.zeros(1, np.intp), 0, 1, False, cells, ints, 2)
         ns.window(cells, ints, 2, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64, 0, 15000, 1, 2, False, False)
 
     ns.warm_up = warm_up
     return ns
 
 
-def _define(njit):
+#: set by `_define` (numba imported then): the kernels read them as globals, not closure variables, which would
+#: enter numba's cache key (pickled per process: a cache miss, a compile, in every process)
+_f64_at = None
+_carray = None
+
+
+def _define(numba):
     """The kernels, compiled lazily by numba at their first call (cached on disk)."""
+    global _f64_at, _carray
+    from numba import types
+    from numba.extending import intrinsic
+
+    njit = numba.njit
+
+    def f64_at(typingctx, addr):
+        # a float64 pointer to the integer address ``addr`` (the data of a C-contiguous float64 array, see ``extend``)
+        if not isinstance(addr, types.Integer):
+            return None
+        ptr = types.CPointer(types.float64)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+        return ptr(addr), codegen
+
+    _f64_at = intrinsic(f64_at)
+    _carray = numba.carray
 
     @njit(cache=True, error_model="numpy")
     def window(cells, ints, f0, slots, range_ms, offset_ms, codes, rs, times, t0_ms, st, N, cap, has_counter,
@@ -257,11 +284,14 @@ def _define(njit):
         return out_v, out_p
 
     @njit(cache=True, error_model="numpy")
-    def extend(data, rows, slots, c0, c1, check, cells, ints, f0):
-        # columns [c0, c1) of the store rows ``rows`` of one family (its ``_data``) into the tape's slots ``slots``,
-        # column by column (the tape's cells are (columns, slots) records, as in ``window``); when ``check``, column
-        # c0 - 1 is compared with the tape first: False if it changed (nothing of this family written). See
-        # tape.Tape._extend.
+    def extend(addrs, shapes, starts, rows, slots, c0, c1, check, cells, ints, f0):
+        # columns [c0, c1) of store rows into the tape's slots, for every family of the sync in one call: family f's
+        # ``_data`` is the C-contiguous float64 array at address addrs[f] of shape shapes[f] (the caller holds it),
+        # its rows are rows[starts[f]:starts[f + 1]], going to the slots at the same positions of ``slots``. The
+        # tape's cells are (columns, slots) records, as in ``window``. When ``check``, column c0 - 1 is compared with
+        # the tape first: 0 if it changed (nothing written). -1 (nothing read or written) if a row or a column lies
+        # outside its family's array. 1: done. See tape.Tape._extend for the definitions; slot by slot, the last
+        # present column and value, the counts and the last reset are carried along the columns.
         V = cells[:, :, 0]
         CS = ints[:, :, f0]
         PV = ints[:, :, f0 + 1]
@@ -269,50 +299,60 @@ def _define(njit):
         RC = ints[:, :, f0 + 3]
         CC = ints[:, :, f0 + 4]
         LR = ints[:, :, f0 + 5]
-        n = rows.shape[0]
+        nf = addrs.shape[0]
+        lo_col = c0 - 1 if check else c0
+        for f in range(nf):
+            if lo_col < 0 or c1 > shapes[f, 1]:
+                return -1
+            for i in range(starts[f], starts[f + 1]):
+                if rows[i] < 0 or rows[i] >= shapes[f, 0]:
+                    return -1
         if check:
-            for i in range(n):
-                a = data[rows[i], c0 - 1]
-                b = V[c0 - 1, slots[i]]
-                if not (a == b or (a != a and b != b)):
-                    return False
-        if c0 == 0:
-            for i in range(n):
-                CS[0, slots[i]] = 0
-        for c in range(c0, c1):
-            for i in range(n):
+            for f in range(nf):
+                data = _carray(_f64_at(addrs[f]), (shapes[f, 0], shapes[f, 1]))
+                for i in range(starts[f], starts[f + 1]):
+                    a = data[rows[i], c0 - 1]
+                    b = V[c0 - 1, slots[i]]
+                    if not (a == b or (a != a and b != b)):
+                        return 0
+        for f in range(nf):
+            data = _carray(_f64_at(addrs[f]), (shapes[f, 0], shapes[f, 1]))
+            for i in range(starts[f], starts[f + 1]):
                 s = slots[i]
-                x = data[rows[i], c]
-                V[c, s] = x
-                if c > 0:
-                    pp = PV[c - 1, s]
-                    rc0 = RC[c - 1, s]
-                    cc0 = CC[c - 1, s]
-                    lr0 = LR[c - 1, s]
-                else:
+                r = rows[i]
+                if c0 == 0:
+                    CS[0, s] = 0
                     pp = -1
-                    rc0 = 0
-                    cc0 = 0
-                    lr0 = 0
-                prev = V[pp, s] if pp >= 0 else 0.0
-                cs = CS[c, s]
-                if x == x:
-                    POS[cs, s] = c
-                    CS[c + 1, s] = cs + 1
-                    PV[c, s] = c
-                    if pp >= 0:
-                        if x < prev:
-                            rc0 += 1
-                            lr0 = c
-                        if x != prev:
-                            cc0 += 1
+                    rc = 0
+                    cc = 0
+                    lr = 0
                 else:
+                    pp = PV[c0 - 1, s]
+                    rc = RC[c0 - 1, s]
+                    cc = CC[c0 - 1, s]
+                    lr = LR[c0 - 1, s]
+                prev = V[pp, s] if pp >= 0 else 0.0
+                cs = CS[c0, s]
+                for c in range(c0, c1):
+                    x = data[r, c]
+                    V[c, s] = x
+                    if x == x:
+                        POS[cs, s] = c
+                        cs += 1
+                        if pp >= 0:
+                            if x < prev:
+                                rc += 1
+                                lr = c
+                            if x != prev:
+                                cc += 1
+                        pp = c
+                        prev = x
                     CS[c + 1, s] = cs
                     PV[c, s] = pp
-                RC[c, s] = rc0
-                CC[c, s] = cc0
-                LR[c, s] = lr0
-        return True
+                    RC[c, s] = rc
+                    CC[c, s] = cc
+                    LR[c, s] = lr
+        return 1
 
     return window, extend
 

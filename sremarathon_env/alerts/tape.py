@@ -161,6 +161,7 @@ class Tape:
         self._row_of: list[int] = []  # per slot: row in its family
         self._row_slot: list[np.ndarray] = []  # per family: slot of each row (-1: none yet)
         self._groups: list[tuple[object, np.ndarray, np.ndarray]] | None = None
+        self._cgroups: _CompiledGroups | None = None   # ``_groups`` as the compiled kernel takes them
         self._pending: list[int] = []  # slots added since the last sync
         self.resets = 0
         self._alloc(16, capacity)
@@ -280,7 +281,7 @@ class Tape:
         bufs = self._bufs
         self._alloc(1, 1)   # placeholders (below the pool's size), nothing synced
         self.N = 0
-        self._groups = None
+        self._groups = self._cgroups = None
         self._pending = []
         _give_back(bufs)
 
@@ -450,16 +451,62 @@ class Tape:
 
 
     def _extend_compiled(self, nb, sl, idx, groups, c0: int, c1: int) -> bool:
-        """``_extend`` by the compiled kernel, family by family. A family whose column c0 - 1 changed stops it
-        (False) with the families before it written: the tape then starts again from column 0 (``sync``), which
-        writes every cell that can be read again."""
-        cells, ints, f0 = self._cells, self._ints, self._f0
+        """``_extend`` by the compiled kernel, every family in one call. A family whose column c0 - 1 changed stops
+        it (False) with nothing written: the tape then starts again from column 0 (``sync``)."""
+        g = self._compiled_groups(groups, sl, idx)
+        datas = [fam._data for fam in g.fams]
+        if g.datas is not None and all(d is k for d, k in zip(datas, g.datas)) and \
+                [d.shape for d in datas] == g.shapes_seen:
+            addrs, shapes = g.addrs, g.shapes
+        else:
+            # C-contiguous float64 arrays (the store's) are read in place, their addresses kept while the same
+            # arrays (same objects, same shapes: the store replaces an array when it grows) serve; anything else
+            # is read from a copy made for this call
+            held = [d if d.dtype == np.float64 and d.ndim == 2 and d.flags.c_contiguous
+                    else np.ascontiguousarray(d, dtype=np.float64).reshape(d.shape[0], -1) for d in datas]
+            addrs = np.array([a.ctypes.data for a in held], dtype=np.intp)
+            shapes = np.array([a.shape for a in held], dtype=np.intp).reshape(len(held), 2)
+            if all(a is d for a, d in zip(held, datas)):
+                g.datas, g.addrs, g.shapes, g.shapes_seen = datas, addrs, shapes, [d.shape for d in datas]
+        done = nb.extend(addrs, shapes, g.starts, g.rows, g.slots, c0, c1, c0 > 0, self._cells, self._ints, self._f0)
+        if done < 0:
+            raise IndexError(f"tape: columns [{c0}, {c1}) or rows beyond a family's store array")
+        return done == 1
+
+    def _compiled_groups(self, groups, sl, idx) -> "_CompiledGroups":
+        """``groups`` as the compiled kernel takes them (one array of rows and one of slots, with each family's
+        start), kept for the tape's own groups (every sync after the first), made afresh for others (new slots)."""
+        cg = self._cgroups
+        if cg is not None and cg.groups is groups:
+            return cg
+        cg = _CompiledGroups(groups, sl, idx)
+        if groups is self._groups:
+            self._cgroups = cg
+        return cg
+
+
+class _CompiledGroups:
+    """Families of a sync for the compiled extension: the families, the start of each one's rows, the store rows and
+    the tape slots, in one array each; the families' arrays (addresses, shapes) once `Tape._extend_compiled` has
+    them."""
+
+    __slots__ = ("groups", "fams", "starts", "rows", "slots", "datas", "addrs", "shapes", "shapes_seen")
+
+    def __init__(self, groups, sl, idx):
+        self.groups = groups
+        self.fams = [fam for fam, _, _ in groups]
+        self.starts = np.zeros(len(groups) + 1, dtype=np.intp)
+        self.starts[1:] = np.cumsum([len(m) for _, m, _ in groups])
+        if groups:
+            rows = np.concatenate([r for _, _, r in groups])
+            pos = np.concatenate([m for _, m, _ in groups])
+        else:
+            rows = pos = np.zeros(0, dtype=np.intp)
         lo = sl.start if isinstance(sl, slice) else None   # positions in ``sl`` -> slots
-        for fam, m, rows in groups:
-            slots = (m if lo == 0 else m + lo) if lo is not None else idx[m]
-            if not nb.extend(fam._data, rows, slots, c0, c1, c0 > 0, cells, ints, f0):
-                return False
-        return True
+        slots = (pos if lo == 0 else pos + lo) if lo is not None else idx[pos]
+        self.rows = np.ascontiguousarray(rows, dtype=np.intp)
+        self.slots = np.ascontiguousarray(slots, dtype=np.intp)
+        self.datas = self.addrs = self.shapes = self.shapes_seen = None
 
 
 class KernelSpec:
