@@ -40,6 +40,7 @@ import math
 import os
 import re
 import string
+from itertools import compress
 from typing import Any
 
 import gymnasium as gym
@@ -80,7 +81,7 @@ def bounded_json_list(items: list[str], cap: int) -> str:
     >>> bounded_json_list(items, 90) == '[{"omitted_oldest":1},' + ",".join(items[1:]) + "]"
     True
     """
-    total = 2 + sum(len(s) for s in items) + max(len(items) - 1, 0)
+    total = 2 + sum(map(len, items)) + max(len(items) - 1, 0)
     if total <= cap:
         return "[" + ",".join(items) + "]"
     kept: list[str] = []
@@ -228,7 +229,10 @@ class SREMarathonEnv(gym.Env):
         self._log: list[tuple] = []   # the episode's tool calls and invocation ends (pickling replays it)
 
     # -- Gymnasium API ------------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None, observe: bool = True):
+        """Gymnasium's reset. ``observe=False`` (views that build their own observation from the marathon, e.g.
+        the RL view, as with `end_invocation`) returns None in place of the core observation and skips building
+        it; nothing else changes."""
         super().reset(seed=seed)
         from sremarathon_env.marathon import Marathon
 
@@ -254,7 +258,7 @@ class SREMarathonEnv(gym.Env):
         self._done = False
         self._alert_cache = {}
         self._alert_pos = 0
-        return self._obs(), self._info()
+        return self._obs() if observe else None, self._info()
 
     def step(self, action: Any):
         if self.marathon is None:
@@ -344,21 +348,25 @@ class SREMarathonEnv(gym.Env):
         a leading ``{"omitted_resolved": n}``."""
         cap = self.caps["alerts"]
         entries = self._alert_entries()
-        keep = [state in ("pending", "firing") for state, _ in entries]
-        size = 2 + sum(len(t) + 1 for (_, t), k in zip(entries, keep) if k)   # every pending or firing alert
+        texts = [t for _, t in entries]
+        lens = list(map(len, texts))
         room = cap - 40  # space for the marker
+        if 2 + len(lens) + sum(lens) <= room:   # every alert fits (the loop below would keep each one)
+            return "[" + ",".join(texts) + "]"
+        keep = [state == "pending" or state == "firing" for state, _ in entries]
+        size = 2 + sum(compress(lens, keep)) + sum(keep)   # every pending or firing alert
         omitted = 0
         for i in range(len(entries) - 1, -1, -1):   # then resolved ones, newest first, while room
             if keep[i]:
                 continue
-            n = len(entries[i][1]) + 1
+            n = lens[i] + 1
             if size + n <= room:
                 keep[i] = True
                 size += n
                 continue
-            omitted = sum(1 for k in keep[:i + 1] if not k)   # this one and every older resolved one
+            omitted = (i + 1) - sum(keep[:i + 1])   # this one and every older resolved one
             break
-        kept = [t for (_, t), k in zip(entries, keep) if k]
+        kept = list(compress(texts, keep))
         if omitted:
             kept.insert(0, dumps({"omitted_resolved": omitted}))
         return bounded_json_list(kept, cap)

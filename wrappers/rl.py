@@ -188,7 +188,11 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     # -- Gymnasium API ------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        _, info = self.env.reset(seed=seed, options=options)
+        core = self.env.unwrapped
+        if self.env is core:   # the core itself: its observation is not built (this view observes the marathon)
+            _, info = core.reset(seed=seed, options=options, observe=False)
+        else:                  # through the wrappers between (their reset bookkeeping and checks)
+            _, info = self.env.reset(seed=seed, options=options)
         self._ep = None
         obs = self._observe()
         return obs, info

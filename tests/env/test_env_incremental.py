@@ -35,7 +35,53 @@ def reference_alerts_json(history: list[dict], cap: int) -> str:
     return bounded_json_list(kept, cap)
 
 
-@pytest.mark.parametrize("cap", [4000, 20000, 65536])
+def _entries_alerts_json(entries: list[tuple], cap: int) -> str:
+    """`SREMarathonEnv._alerts_json` over its entries as first written (per-entry loops, no shortcut)."""
+    keep = [state in ("pending", "firing") for state, _ in entries]
+    size = 2 + sum(len(t) + 1 for (_, t), k in zip(entries, keep) if k)
+    room = cap - 40
+    omitted = 0
+    for i in range(len(entries) - 1, -1, -1):
+        if keep[i]:
+            continue
+        n = len(entries[i][1]) + 1
+        if size + n <= room:
+            keep[i] = True
+            size += n
+            continue
+        omitted = sum(1 for k in keep[:i + 1] if not k)
+        break
+    kept = [t for (_, t), k in zip(entries, keep) if k]
+    if omitted:
+        kept.insert(0, dumps({"omitted_resolved": omitted}))
+    return bounded_json_list(kept, cap)
+
+
+def test_alerts_json_equals_its_first_form_on_random_entries():
+    """The shortcut (everything fits) and the compressed passes give the first form's text, at and around the
+    boundaries (a total exactly at the room, one over it), with states the engine never gives too."""
+    import random
+
+    from sremarathon_env.env import SREMarathonEnv
+
+    rng = random.Random(5)
+    env = SREMarathonEnv.__new__(SREMarathonEnv)
+    taken = {"all": 0, "cut": 0}
+    for case in range(3000):
+        n = rng.choice([0, 1, 2, 5, 20, 60])
+        entries = [(rng.choice(["pending", "firing", "resolved", "resolved", None, "inactive"]),
+                    dumps({"i": i, "x": "a" * rng.randint(0, 40)})) for i in range(n)]
+        total = 2 + sum(len(t) + 1 for _, t in entries)
+        cap = rng.choice([total + 40, total + 39, total + 41, rng.randint(0, total + 80), 10, 42, 65536])
+        env.caps = {"alerts": cap}
+        env._alert_entries = lambda entries=entries: entries
+        got = env._alerts_json()
+        assert got == _entries_alerts_json(entries, cap), (case, cap)
+        taken["all" if total <= cap - 40 else "cut"] += 1
+    assert min(taken.values()) > 300, taken
+
+
+@pytest.mark.parametrize("cap", [4000, 20000, 65536, 10**7])
 def test_alert_json_matches_fresh_history_each_step(cap):
     env = gym.make(IDS["online-boutique"], injection_s=1800, observation_s=240, max_alert_chars=cap,
                    reference_run=False).unwrapped
@@ -90,13 +136,15 @@ def test_alert_json_text_is_dumps_of_its_dict_for_edge_values():
 
 
 def test_skipping_core_observations_changes_nothing():
-    """`end_invocation(observe=False)` (the RL view's path) returns no observation, and an observation built
-    after several skipped ones equals that of an env that observed every step; rewards and infos match."""
+    """`reset(observe=False)` and `end_invocation(observe=False)` (the RL view's path) return no observation, and
+    an observation built after several skipped ones equals that of an env that observed every step (the first
+    one built after the skipped reset's); rewards and infos match."""
     kw = dict(injection_s=1200, observation_s=240, reference_run=False)
     a = gym.make(IDS["online-boutique"], **kw).unwrapped
     b = gym.make(IDS["online-boutique"], **kw).unwrapped
-    a.reset(options={"scenario_seed": 4})
-    b.reset(options={"scenario_seed": 4})
+    oa, ia = a.reset(options={"scenario_seed": 4})
+    ob, ib = b.reset(options={"scenario_seed": 4}, observe=False)   # (the RL view's reset of a bare core)
+    assert ob is None and ia == ib
     k, trunc = 0, False
     while not trunc:
         oa, ra, _, trunc, ia = a.step("[]")

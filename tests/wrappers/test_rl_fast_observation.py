@@ -104,3 +104,29 @@ def test_service_rows_equal_services_in_labels():
         assert len(labelsets) > 300
         for lab in labelsets:
             assert [svcs[i] for i in env._service_rows(lab)] == services_in_labels(env.app, lab), lab
+
+
+def test_view_of_a_bare_core_equals_the_view_through_wrappers():
+    """Over a bare `SREMarathonEnv` (the RLlib factory's) the view resets the core without its observation
+    (``reset(observe=False)``); over ``gym.make``'s wrappers it resets through them. Same observations, masks,
+    rewards, infos and bundle digests, action for action."""
+    from sremarathon_env.env import SREMarathonEnv
+
+    kw = dict(injection_s=600, observation_s=240, reference_run=False)
+    bare = RLView(SREMarathonEnv(**kw))
+    wrapped = RLView(gym.make(IDS["online-boutique"], **kw))
+    assert bare.env is bare.env.unwrapped and wrapped.env is not wrapped.env.unwrapped
+    rng = np.random.default_rng(3)
+    for seed in (1, 2):
+        (oa, ia), (ob, ib) = bare.reset(seed=seed), wrapped.reset(seed=seed)
+        assert _same(oa, ob) and ia == ib
+        while True:
+            valid = np.flatnonzero(oa["action_mask"])
+            a = int(rng.choice(valid))
+            oa, ra, ta, tra, ia = bare.step(a)
+            ob, rb, tb, trb, ib = wrapped.step(a)
+            assert _same(oa, ob) and (ra, ta, tra) == (rb, tb, trb)
+            assert ia.keys() == ib.keys() and all(str(ia[k]) == str(ib[k]) for k in ia)
+            if tra:
+                assert ia["bundle_digest"] == ib["bundle_digest"]
+                break
