@@ -118,6 +118,36 @@ class _Const(_Node):
         return np.full(E.T, self.val)
 
 
+class _Grid:
+    """A plan's time grid and lookback: what its nodes read of it (they keep this, not the plan)."""
+
+    __slots__ = ("t0_ms", "step_ms", "lookback_ms")
+
+    def __init__(self, t0_ms: int, step_ms: int, lookback_ms: int):
+        self.t0_ms, self.step_ms, self.lookback_ms = t0_ms, step_ms, lookback_ms
+
+
+def _instant_cols(g: _Grid, E: _Env, at_ms, offset_ms: int):
+    """(ref times, clipped tick columns, lookback-and-not-before mask, the columns as a slice where they are
+    consecutive else None, whether the mask is all True), shared by instant selectors."""
+    key = ("inst", at_ms, offset_ms)
+    cache = E.ctx.cache
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    ref = E.times if at_ms is None else np.full(E.T, at_ms, dtype=np.int64)
+    ref = ref - offset_ms
+    idx = (ref - g.t0_ms) // g.step_ms
+    j = np.clip(idx, 0, E.n_ticks - 1)
+    tj = g.t0_ms + j * g.step_ms
+    ok = ((ref - tj) <= g.lookback_ms) & (idx >= 0)
+    # consecutive columns (the alert engine's case): gathers take a slice
+    js = slice(int(j[0]), int(j[0]) + E.T) if E.T and (np.diff(j) == 1).all() else None
+    out = (ref, j, ok, js, bool(ok.all()))
+    cache[key] = out
+    return out
+
+
 def _flatten(parts) -> tuple[list, np.ndarray | None]:
     if parts and parts[0][0] == "perm":
         _, order, inner = parts[0]
@@ -146,12 +176,14 @@ def _gather(flat, perm, n_ticks: int, cols) -> np.ndarray:
 class _Sel(_Node):
     def __init__(self, plan: "PackPlan", sel: S.Sel, parts, labels):
         super().__init__()
-        self.plan, self.sel = plan, sel
+        # (the plan's grid, not the plan: no node refers back to its plan, so a dropped plan is freed by
+        # reference counting, without the cyclic collector)
+        self.grid, self.sel = plan.grid, sel
         self.flat, self.perm = _flatten(parts)
         self.labels = labels
 
     def compute(self, E):
-        ref, j, ok, js, ok_all = self.plan.instant_cols(E, self.sel.at_ms, self.sel.offset_ms)
+        ref, j, ok, js, ok_all = _instant_cols(self.grid, E, self.sel.at_ms, self.sel.offset_ms)
         vals = _gather(self.flat, self.perm, E.n_ticks, j if js is None else js)
         # a sample is present where it is not NaN (and its time within the lookback)
         return vals, (vals == vals) if ok_all else (vals == vals) & ok[None, :]
@@ -194,7 +226,7 @@ class _RangeGroup:
     """All batched calls of one range function with equal range, offset and @."""
 
     def __init__(self, plan: "PackPlan", name: str, range_ms: int, offset_ms: int, at_ms):
-        self.plan, self.name, self.range_ms, self.offset_ms, self.at_ms = plan, name, range_ms, offset_ms, at_ms
+        self.grid, self.name, self.range_ms, self.offset_ms, self.at_ms = plan.grid, name, range_ms, offset_ms, at_ms
         self.members: list[tuple[list, np.ndarray | None]] = []
         self.n = 0
         self._stamp = None
@@ -209,7 +241,7 @@ class _RangeGroup:
     def value(self, E: _Env):
         if self._stamp is E:
             return self._out
-        p = self.plan
+        p = self.grid
         ref = E.times if self.at_ms is None else np.full(E.T, self.at_ms, dtype=np.int64)
         ref = ref - self.offset_ms
         st = p.step_ms
@@ -240,7 +272,7 @@ class _KernelGroup:
     """All kernel-evaluated range calls of the plan (one window per row), over the plan's ``Tape``."""
 
     def __init__(self, plan: "PackPlan", nodes: list):
-        self.plan = plan
+        self.tape, self.grid = plan.tape, plan.grid
         self.n = 0
         for rn in nodes:
             rn.group, rn.a = self, self.n
@@ -258,10 +290,10 @@ class _KernelGroup:
     def value(self, E: _Env):
         if self._stamp is E:
             return self._out
-        tape = self.plan.tape
+        tape, g = self.tape, self.grid
         # columns after the last evaluation time are never read: the tape stops there
-        tape.sync(int((int(E.times.max()) - self.plan.t0_ms) // self.plan.step_ms) + 1)
-        self._out = window_kernel(tape, self.spec, E.times, self.plan.t0_ms, self.plan.step_ms)
+        tape.sync(int((int(E.times.max()) - g.t0_ms) // g.step_ms) + 1)
+        self._out = window_kernel(tape, self.spec, E.times, g.t0_ms, g.step_ms)
         self._stamp = E
         return self._out
 
@@ -684,14 +716,14 @@ class _Generic(_Node):
 
     def __init__(self, plan: "PackPlan", node: S.Node, children: list[tuple[S.Node, _Node]], labels, kind: str):
         super().__init__()
-        self.plan, self.node, self.children, self.labels, self.kind = plan, node, children, labels, kind
+        self.promql, self.node, self.children, self.labels, self.kind = plan.promql, node, children, labels, kind
 
     def compute(self, E):
         ctx = E.ctx
         for cnode, child in self.children:
             val = child.value(E)
             ctx.cache[cnode.key] = Scal(val) if child.kind == "s" else Vec(child.labels, val[0], val[1])
-        out = self.plan.promql._eval_uncached(self.node, ctx)
+        out = self.promql._eval_uncached(self.node, ctx)
         if isinstance(out, Scal):
             return out.v
         if out.labels is not self.labels and out.labels != self.labels:
@@ -708,6 +740,7 @@ class PackPlan:
         self.rules = list(rules)
         self.step_ms, self.t0_ms = promql.step_ms, promql.t0_ms
         self.lookback_ms = promql.limits.lookback_ms
+        self.grid = _Grid(self.t0_ms, self.step_ms, self.lookback_ms)   # what nodes read of the plan
         self._all_families, self._names, self._rule_names, needs = _rules_info(self.rules)
         self._sig: tuple | None = None
         self._roots: list[_Node | None] = []
@@ -1357,24 +1390,8 @@ class PackPlan:
 
     # ------------------------------------------------------------------ evaluation
     def instant_cols(self, E: _Env, at_ms, offset_ms: int):
-        """(ref times, clipped tick columns, lookback-and-not-before mask, the columns as a slice where they are
-        consecutive else None, whether the mask is all True), shared by instant selectors."""
-        key = ("inst", at_ms, offset_ms)
-        cache = E.ctx.cache
-        hit = cache.get(key)
-        if hit is not None:
-            return hit
-        ref = E.times if at_ms is None else np.full(E.T, at_ms, dtype=np.int64)
-        ref = ref - offset_ms
-        idx = (ref - self.t0_ms) // self.step_ms
-        j = np.clip(idx, 0, E.n_ticks - 1)
-        tj = self.t0_ms + j * self.step_ms
-        ok = ((ref - tj) <= self.lookback_ms) & (idx >= 0)
-        # consecutive columns (the alert engine's case): gathers take a slice
-        js = slice(int(j[0]), int(j[0]) + E.T) if E.T and (np.diff(j) == 1).all() else None
-        out = (ref, j, ok, js, bool(ok.all()))
-        cache[key] = out
-        return out
+        """``_instant_cols`` on this plan's grid."""
+        return _instant_cols(self.grid, E, at_ms, offset_ms)
 
     def evaluate(self, times: np.ndarray) -> list:
         """One ``Vec`` (or the ``QueryError`` the generic evaluator raises) per rule, at ``times`` (ms)."""
