@@ -242,7 +242,10 @@ def _define(numba):
                         f_r_ok = False
                     d_start = d_start0
                     zeroed = False
-                    if has_counter and counter and result > 0 and fv >= 0:
+                    # (fv >= result > 0 makes fv / result >= 1 and d_zero >= sampled, both roundings being monotonic:
+                    # with d_start <= sampled, d_zero < d_start cannot hold and its division is skipped - the usual
+                    # case, a counter's value exceeding its increase over the window)
+                    if has_counter and counter and result > 0 and fv >= 0 and not (fv >= result and d_start <= sampled):
                         d_zero = sampled * (fv / result)
                         if d_zero < d_start:
                             d_start = d_zero
