@@ -331,10 +331,13 @@ def plain_alert_json(d: dict) -> tuple[dict, str] | None:
     >>> plain_alert_json(d) == (_plain_alert(d), alert_json(_plain_alert(d)))
     True
     """
-    keys = d.keys()
-    if not (_ALERT_REQUIRED <= keys <= _ALERT_KEYS):
+    n = len(d)   # the keys are the required five, with or without "severity" (_plain_alert's key test)
+    if n != 5 and (n != 6 or "severity" not in d):
         return None
-    t, name, labels, fp, state = d["t"], d["alertname"], d["labels"], d["fingerprint"], d["state"]
+    try:
+        t, name, labels, fp, state = d["t"], d["alertname"], d["labels"], d["fingerprint"], d["state"]
+    except KeyError:
+        return None
     sev = d.get("severity")
     if (type(t) is not float or type(name) is not str or type(labels) is not dict or type(fp) is not str
             or type(state) is not str or state not in _ALERT_STATES or (sev is not None and type(sev) is not str)

@@ -227,3 +227,23 @@ def test_label_texts_are_content_keyed_and_bounded(monkeypatch):
     assert C.alert_json({**a, "t": float("inf")}) is None
     assert C.tick_json({"t": 1.0, "entry": {"total": float("nan"), "failed": 0.0, "slow": 0.0, "degraded": 0.0},
                         "faults": {}, "events": []}) is None
+
+
+def test_one_pass_alert_takes_exactly_the_plain_key_sets():
+    """Every key set from the required five, "severity" and an unknown key: the one pass takes a dict exactly when
+    `_plain_alert` does (its key test by count and look-ups equals the subset test)."""
+    from itertools import combinations
+
+    from sremarathon_env.bundle.schema import _plain_alert, plain_alert_json
+
+    full = {"t": 1.0, "alertname": "X", "labels": {"a": "1"}, "fingerprint": "f", "state": "firing",
+            "severity": "info", "unexpected": "y"}
+    names = list(full)
+    for r in range(len(names) + 1):
+        for keys in combinations(names, r):
+            d = {k: full[k] for k in keys}
+            p = _plain_alert(d)
+            got = plain_alert_json(d)
+            assert (got is None) == (p is None), keys
+            if p is not None:
+                assert got == (p, dumps(p))
