@@ -26,7 +26,12 @@ EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 def key_ints(*keys: object) -> list[int]:
     """Stable 32-bit words from arbitrary keys (strings hashed with sha256, never Python's hash())."""
-    h = hashlib.sha256("\x1f".join(str(k) for k in keys).encode()).digest()
+    return _words("\x1f".join(str(k) for k in keys))
+
+
+def _words(joined: str) -> list[int]:
+    """`key_ints` of the keys whose texts joined by U+001F are ``joined``."""
+    h = hashlib.sha256(joined.encode()).digest()
     return [int.from_bytes(h[i:i + 4], "little") for i in range(0, 16, 4)]
 
 
@@ -34,7 +39,12 @@ def child_rng(seed: int, *keys: object) -> np.random.Generator:
     """A generator derived from the run seed and a path of names; independent per key path. (The entropy
     words go in as one uint32 array: a list of ints below 2**32 is coerced to that very array, one int at
     a time.)"""
-    words = np.array([int(seed) & 0xFFFFFFFF, *key_ints(*keys)], dtype=np.uint32)
+    return _rng_of(seed, "\x1f".join(str(k) for k in keys))
+
+
+def _rng_of(seed: int, joined: str) -> np.random.Generator:
+    """`child_rng` of the seed and the keys whose texts joined by U+001F are ``joined``."""
+    words = np.array([int(seed) & 0xFFFFFFFF, *_words(joined)], dtype=np.uint32)
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
@@ -58,11 +68,10 @@ class KeyedDraws:
     True
     """
 
-    __slots__ = ("_seed", "_keys", "_book", "_key", "_log", "_i", "_rng", "_own")
+    __slots__ = ("_seed", "_book", "_key", "_log", "_i", "_rng", "_own")
 
     def __init__(self, seed: int, *keys: object):
         self._seed = seed
-        self._keys = keys
         s = int(seed) & 0xFFFFFFFF
         book = _DRAWS.get(s)
         if book is None:
@@ -70,7 +79,7 @@ class KeyedDraws:
                 _DRAWS.pop(next(iter(_DRAWS)))
             book = _DRAWS[s] = {}
         self._book = book
-        self._key = "\x1f".join(str(x) for x in keys)
+        self._key = "\x1f".join(map(str, keys))   # (what `child_rng` hashes besides the seed)
         #: (low, high, value) of each call of the record's sequence for this generator, flat
         self._log: tuple = book.get(self._key, _NO_DRAWS)
         self._i = 0         # calls made so far
@@ -84,7 +93,7 @@ class KeyedDraws:
         if self._rng is None:
             if j < len(log) and log[j] == low and log[j + 1] == high:
                 return log[j + 2]
-            rng = self._rng = child_rng(self._seed, *self._keys)
+            rng = self._rng = _rng_of(self._seed, self._key)
             for m in range(0, j, 3):   # the calls served so far: the generator's state after them
                 rng.uniform(log[m], log[m + 1])
             self._own = j == len(log)

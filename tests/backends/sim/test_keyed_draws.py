@@ -84,7 +84,7 @@ def test_the_record_is_bounded(monkeypatch):
 @pytest.mark.parametrize("app", ["online-boutique", "train-ticket"])
 def test_twins_of_one_seed_draw_what_fresh_generators_draw(monkeypatch, app):
     """A metric-less twin records the kubelet moments' draws, a second twin of its seed is served them (no
-    generator built): both equal twins run with a fresh generator per moment, through churn and crashes."""
+    kubelet generator built): both equal twins run with a fresh generator per moment, through churn and crashes."""
     from faults.effects import Effect
 
     def drive(sim):
@@ -100,13 +100,13 @@ def test_twins_of_one_seed_draw_what_fresh_generators_draw(monkeypatch, app):
         return sim
 
     built = [0]
-    real = util.child_rng
+    real, real_of = util.child_rng, util._rng_of
 
-    def counted(*a):
-        built[0] += 1
-        return real(*a)
+    def counted(seed, joined):
+        built[0] += joined.startswith("kubelet\x1f")   # the kubelet moments' generators (not the load noise's)
+        return real_of(seed, joined)
 
-    monkeypatch.setattr(util, "child_rng", counted)
+    monkeypatch.setattr(util, "_rng_of", counted)
     first = drive(SimBackend(app, seed=11, metrics=False))
     n_first = built[0]
     second = drive(SimBackend(app, seed=11))
