@@ -106,11 +106,13 @@ class KeyedDraws:
         return v
 
 
-#: seed & 0xFFFFFFFF -> {joined keys: (low, high, value, ...) of a sequence of calls made for that generator} (`KeyedDraws`), for the latest MAX_DRAW_SEEDS seeds, at most MAX_DRAWS generators each
+#: seed & 0xFFFFFFFF -> {joined keys: (low, high, value, ...) of a sequence of calls made for that generator}
+#: (`KeyedDraws`), for the latest MAX_DRAW_SEEDS seeds, at most MAX_DRAWS generators each (a marathon meets a
+#: few hundred kubelet moments: a few MB at most in all)
 _DRAWS: dict[int, dict[str, tuple]] = {}
 _NO_DRAWS: tuple = ()
-MAX_DRAW_SEEDS = 2
-MAX_DRAWS = 1 << 14
+MAX_DRAW_SEEDS = 8   # (a process may step a few environments in turn: each keeps its seed's record)
+MAX_DRAWS = 4096
 
 
 @lru_cache(maxsize=1 << 16)
