@@ -90,10 +90,11 @@ def _empty_small_pages(shape: tuple, dtype) -> np.ndarray:
 #: (a fresh buffer faults each page in at its first write, ~1.5 us a page on this VM: ~25 pages per 8-column sync of
 #: an Online Boutique tape). The cells are uninitialised by contract (every cell is written before it is read, see
 #: ``Tape._alloc``), so what an earlier tape left in a buffer is never read. A buffer serves a tape needing between
-#: half its size and its size; at most `POOL_MAX` buffers (two tapes' cells) are kept, none under `POOL_MIN_BYTES`.
+#: half its size and its size; at most `POOL_MAX` buffers (one tape's cells: a marathon's engine releases its tape
+#: before the next one allocates) are kept, none under `POOL_MIN_BYTES`.
 _POOL: list[np.ndarray] = []
 _POOL_LOCK = threading.Lock()
-POOL_MAX = 2
+POOL_MAX = 1
 POOL_MIN_BYTES = 1 << 20
 #: slot capacities are rounded up to a multiple of this, so that the tapes of one app's episodes (a few slots more or
 #: less) get buffers of the same shapes, whose used cells lie on the pages the previous tape used
@@ -306,7 +307,7 @@ class Tape:
 
     def _fam_groups(self, slots):
         """[(family, positions in ``slots``, rows)] of the slots ``slots`` (an index array, or a slice of the slots
-        in order: only that part of the per-slot lists is read)."""
+        in order: only that part of the per-slot lists is read). Positions ascend within a family."""
         if isinstance(slots, slice):
             fam_of = np.asarray(self._fam_of[slots], dtype=np.intp)
             row_of = np.asarray(self._row_of[slots], dtype=np.intp)
@@ -321,17 +322,23 @@ class Tape:
 
     @staticmethod
     def _merge_groups(groups: list, new: list) -> list:
-        """``groups`` (per family: slots, rows) with the slots and rows of ``new`` appended to their family's."""
+        """``groups`` (per family: slots, rows) with the slots and rows of ``new`` joining their family's; slots
+        ascend within a family (pending slots may come in any order; `_extend_numpy` takes a run of them as a slice)."""
         out = list(groups)
         at = {id(fam): i for i, (fam, _, _) in enumerate(out)}
         for fam, m, rows in new:
             i = at.get(id(fam))
+            if i is not None:
+                _, m0, r0 = out[i]
+                m, rows = np.concatenate([m0, m]), np.concatenate([r0, rows])
+            if len(m) > 1 and not (m[1:] > m[:-1]).all():
+                order = np.argsort(m, kind="stable")
+                m, rows = m[order], rows[order]
             if i is None:
                 at[id(fam)] = len(out)
                 out.append((fam, m, rows))
             else:
-                _, m0, r0 = out[i]
-                out[i] = (fam, np.concatenate([m0, m]), np.concatenate([r0, rows]))
+                out[i] = (fam, m, rows)
         return out
 
     # ---------------------------------------------------------------- columns
@@ -399,7 +406,11 @@ class Tape:
         V, CS, PV, POS = self.V.T, self.CS.T, self.PV.T, self.POS.T
         B = np.empty((n_sl, c1 - g0))
         for fam, m, rows in groups:
-            B[m] = fam._data[rows, g0:c1]
+            k = len(m)
+            if k and m[k - 1] - m[0] == k - 1:   # (ascending, see `_fam_groups`) positions in one run: a slice
+                B[m[0] : m[0] + k] = fam._data[rows, g0:c1]
+            else:
+                B[m] = fam._data[rows, g0:c1]
         B = np.ascontiguousarray(B.T)   # (columns, slots)
         if g0 < c0:
             a, b = B[0], V[g0, sl]
@@ -446,7 +457,10 @@ class Tape:
             LR[c0:c1, sl] = lr
         # the j-th present sample of a slot is at column POS[slot, j]; flat offsets of present cells
         flat = (cs0 - 1 + cs) * cap_s + idx
-        self._flat["POS"][flat[p]] = np.broadcast_to(kidx, p.shape)[p]
+        if p.all():   # every cell present (the usual case): no selection needed
+            self._flat["POS"][flat] = kidx
+        else:
+            self._flat["POS"][flat[p]] = np.broadcast_to(kidx, p.shape)[p]
         return True
 
 
