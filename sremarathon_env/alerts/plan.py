@@ -972,6 +972,9 @@ class PackPlan:
             if n == st.done[fi]:
                 continue
             info, pos = self.promql._row_info(fam, n)
+            if not st.own[fi]:   # (a kept first selection's lists: copied before they are extended)
+                st.rows[fi], st.lbs[fi], st.keys[fi] = list(st.rows[fi]), list(st.lbs[fi]), list(st.keys[fi])
+                st.own[fi] = True
             rows, lbs, keys = st.rows[fi], st.lbs[fi], st.keys[fi]
             a = len(rows)
             match_rows(info, pos, sel.matchers, st.done[fi], n, rows, lbs, keys)
@@ -1108,6 +1111,13 @@ class PackPlan:
                 root, _, kernel_nodes = records[i]
                 self._kernel_nodes.update(kernel_nodes)
                 self.kept += 1
+                roots.append(root)
+                continue
+            sels = _empty_when_unselected(r.node) if EMPTY_SHORTCUT else None
+            if sels is not None and not any(self._selection(sel)[1] for sel in sels):
+                # each of its selectors selects nothing: the walk would give an _Empty root (_empty_when_unselected)
+                root = _Empty()
+                self._records[i] = (root, {}, {})
                 roots.append(root)
                 continue
             self._visits = ([], [])   # (keys, nodes) of the rule's visits
@@ -1464,6 +1474,56 @@ def _rules_info(rules: list) -> tuple:
     return info
 
 
+#: rules whose plan is an _Empty root while every selector of theirs selects nothing skip the walk then (False:
+#: always walk; the tests compare both)
+EMPTY_SHORTCUT = True
+#: ``_empty_when_unselected`` per expression tree, by identity (the entry holds the tree)
+_EMPTY_SELS: dict[int, tuple] = {}
+EMPTY_SELS_MAX = 4096  #: trees kept before the cache starts again
+
+
+def _empty_when_unselected(node: S.Node) -> tuple | None:
+    """The selectors of an expression whose plan node is an ``_Empty`` whenever each of them selects no series
+    (``_strict``), else None; cached per tree (a pack's rules are frozen trees)."""
+    hit = _EMPTY_SELS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    out = tuple(_selectors(node)) if _strict(node) else None
+    if len(_EMPTY_SELS) >= EMPTY_SELS_MAX:
+        _EMPTY_SELS.clear()
+    _EMPTY_SELS[id(node)] = (node, out)
+    return out
+
+
+def _strict(node: S.Node) -> bool:
+    """Whether ``PackPlan._make`` gives an ``_Empty`` node for ``node`` when every selector in it selects no series
+    (and then raises nothing), by its branches: a selector, a batched range call of one, label_replace and
+    histogram_quantile (a number as the quantile) of such an expression, sum / count / group / max / min of one, and
+    a binary operator with a number on one side or such expressions on both sides other than ``or`` (an empty left
+    side of and / unless, an empty vector against a scalar, an empty side of a vector match: each an _Empty)."""
+    if isinstance(node, S.Sel):
+        return True
+    if isinstance(node, S.Call):
+        a = node.args
+        if node.name in _BATCHED and len(a) == 1 and isinstance(a[0], S.MatSel):
+            return True
+        if node.name == "label_replace":
+            return _strict(a[0])
+        if node.name == "histogram_quantile" and len(a) == 2 and isinstance(a[0], S.Num):
+            return _strict(a[1])
+        return False
+    if isinstance(node, S.Agg):
+        return node.op in ("sum", "count", "group", "max", "min") and _strict(node.expr)
+    if isinstance(node, S.Bin):
+        lhs, rhs = node.lhs, node.rhs
+        if isinstance(lhs, S.Num):
+            return _strict(rhs)
+        if isinstance(rhs, S.Num):
+            return _strict(lhs)
+        return node.op != "or" and _strict(lhs) and _strict(rhs)
+    return False
+
+
 def _selectors(node: S.Node):
     if isinstance(node, S.Sel):
         yield node
@@ -1502,8 +1562,8 @@ class _Selection:
     sorted (sort key, family index, row) items, their label sets, the parts that gather their rows, and the
     left-out rows of each family it was made for."""
 
-    __slots__ = ("ids", "fams", "done", "done_sel", "rows", "lbs", "keys", "excl", "fallback", "items", "labels",
-                 "parts", "f_arr", "r_arr")
+    __slots__ = ("ids", "fams", "done", "done_sel", "rows", "lbs", "keys", "own", "excl", "fallback", "items",
+                 "labels", "parts", "f_arr", "r_arr")
 
     def __init__(self, fams: list, ids: tuple):
         self.ids, self.fams = ids, list(fams)
@@ -1512,6 +1572,9 @@ class _Selection:
         self.rows: list[list[int]] = [[] for _ in fams]
         self.lbs: list[list] = [[] for _ in fams]
         self.keys: list[list] = [[] for _ in fams]
+        # per family, whether its rows / lbs / keys lists are this selection's own (extended in place) or a kept
+        # first selection's (``_take_shared``: copied before the first extension)
+        self.own = [True] * len(fams)
         self.excl: list = [None] * len(fams)
         self.fallback = False
         self.items: list[tuple] | None = None
@@ -1586,9 +1649,9 @@ def _take_shared(st: "_Selection", key: tuple, fams: list) -> bool:
         return False
     done, rows, lbs, keys, items, labels, f_arr, r_arr, (perm_tag, perm, flat) = hit
     st.done = list(done)
-    st.rows = [list(x) for x in rows]
-    st.lbs = [list(x) for x in lbs]
-    st.keys = [list(x) for x in keys]
+    # the kept per-family lists themselves (never changed: a family's lists are copied before their first extension)
+    st.rows, st.lbs, st.keys = list(rows), list(lbs), list(keys)
+    st.own = [False] * len(fams)
     st.excl = [None] * len(fams)
     st.items, st.labels, st.f_arr, st.r_arr = items, labels, f_arr, r_arr
     st.done_sel = [len(r) for r in st.rows]
