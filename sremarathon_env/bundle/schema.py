@@ -366,6 +366,11 @@ _PROBE_JSON = {(a, p, r): '{"active":%s,"artifact_ok":%s,"probe_ok":%s}' % (
     for a in (True, False) for p in (True, False) for r in (True, False)}
 
 
+#: a fault id's text and colon (``_esc(k) + ":"``), by id; cleared when full
+_KEY_JSON: dict[str, str] = {}
+KEY_JSON_MAX = 4096
+
+
 def plain_tick_json(d: dict) -> tuple[dict, str] | None:
     """``(p, canonical.tick_json(p))`` with ``p = _plain_tick(d)``, in one pass; None where either is None (the
     caller then takes those two).
@@ -394,16 +399,29 @@ def plain_tick_json(d: dict) -> tuple[dict, str] | None:
     faults = {}
     if faults_in:
         texts = []
-        for k, p in faults_in.items():
-            if type(k) is not str or type(p) is not dict or p.keys() != _PROBE_KEYS:
-                return None
-            a, ok, art = p["active"], p["probe_ok"], p["artifact_ok"]
-            if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
-                return None
-            faults[k] = {"active": a, "probe_ok": ok, "artifact_ok": art}
-            texts.append((k, _PROBE_JSON[a, ok, art]))
+        try:
+            for k, p in faults_in.items():
+                # (three keys, each looked up: exactly _PROBE_KEYS; a missing one is a KeyError)
+                if type(k) is not str or type(p) is not dict or len(p) != 3:
+                    return None
+                a, ok, art = p["active"], p["probe_ok"], p["artifact_ok"]
+                if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
+                    return None
+                faults[k] = {"active": a, "probe_ok": ok, "artifact_ok": art}
+                texts.append((k, _PROBE_JSON[a, ok, art]))
+        except KeyError:
+            return None
         texts.sort()   # (keys are distinct: the order of the keys)
-        f_json = "{" + ",".join([_esc(k) + ":" + x for k, x in texts]) + "}"
+        key_json = _KEY_JSON
+        parts = []
+        for k, x in texts:
+            kj = key_json.get(k)
+            if kj is None:
+                if len(key_json) >= KEY_JSON_MAX:
+                    key_json.clear()
+                kj = key_json[k] = _esc(k) + ":"
+            parts.append(kj + x)
+        f_json = "{" + ",".join(parts) + "}"
     else:
         f_json = "{}"
     events_in = d.get("events", [])

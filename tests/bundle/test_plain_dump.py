@@ -247,3 +247,28 @@ def test_one_pass_alert_takes_exactly_the_plain_key_sets():
             assert (got is None) == (p is None), keys
             if p is not None:
                 assert got == (p, dumps(p))
+
+
+def test_one_pass_tick_probe_key_sets_and_fault_id_texts(monkeypatch):
+    """A probe is taken exactly when its keys are the three of the model (three keys with an unknown one among
+    them, two, four: the former path); the fault ids' texts are content-keyed and bounded."""
+    import sremarathon_env.bundle.schema as S
+
+    probe = {"active": True, "probe_ok": False, "artifact_ok": True}
+    base = {"t": 15.0, "entry": {"total": 2.0, "failed": 0.5, "slow": 0.0, "degraded": 0.0}, "events": []}
+    variants = [probe, {"active": True, "probe_ok": False, "unexpected": True}, {"active": True, "probe_ok": False},
+                {**probe, "unexpected": True}, {"artifact_ok": True, "active": True, "probe_ok": False}]
+    for p in variants:
+        d = {**base, "faults": {"F2": dict(probe), "F1\u00e9": p}}
+        plain = dump_plain("tick", d)
+        got = S.plain_tick_json(d)
+        assert (got is None) == (plain is None), p
+        if plain is not None:
+            assert got == (plain, dumps(plain))
+    monkeypatch.setattr(S, "KEY_JSON_MAX", 3)
+    S._KEY_JSON.clear()
+    for i in range(12):
+        d = {**base, "faults": {f"F{i}": dict(probe), "F\"x": dict(probe), f"F{i % 2}": dict(probe)}}
+        plain = dump_plain("tick", d)
+        assert S.plain_tick_json(d) == (plain, dumps(plain))
+        assert len(S._KEY_JSON) <= 3
