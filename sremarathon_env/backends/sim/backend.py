@@ -92,6 +92,9 @@ class _Tape:
         #: tick -> run: (first tick, calls, flow slots, dt, per-pod rates, working sets, queue lag, state fields
         #: or None), the cluster-side numbers of a run of ticks (`SimBackend._run_block`)
         self.runs: dict[int, tuple] = {}
+        #: (calls, time, pod slot, ReplicaSet, pods created, layout version) -> the node the scheduler chose
+        #: (`Cluster._placed`)
+        self.picks: dict[tuple, int | None] = {}
 
     def add_run(self, run: tuple) -> None:
         for j in range(len(run[5])):
@@ -264,6 +267,7 @@ class SimBackend:
         self._follow: _Tape | None = None          # the taped run whose state this twin is in
         self._blk: tuple | None = None             # per-slot constants of the current flow slots
         self._has_burn = self._has_hog = self._has_leak = False
+        self.cluster.placements = self._placements
         self.cluster.run_until(0.0)
         self._refresh(0.0, 0)
         # tick 0 stands for the hour the app has already run: its counters carry that hour's totals
@@ -402,6 +406,14 @@ class SimBackend:
     def _followed(self) -> "_Tape | None":
         """The taped run this twin follows (kept while it does), else the latest one of its kind."""
         return self._follow if self._follow is not None else _TAPES.get(self._tape_key())
+
+    def _placements(self) -> tuple | None:
+        """For `Cluster._placed`: (where this twin keeps its placements: its tape while it records one; where
+        it finds a taped run's: the run it follows, else the latest of its kind; its calls so far)."""
+        if self._tape is not None:
+            return self._tape.picks, None, self._calls
+        tape = self._followed()
+        return None if tape is None else (None, tape.picks, self._calls)
 
     def _note(self, *call: Any, at: float | None = None) -> None:
         """Fold a state-changing call and the time it came at into ``_calls``. The twin is deterministic:

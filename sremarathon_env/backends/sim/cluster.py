@@ -38,6 +38,7 @@ PROGRESS_DEADLINE_S = 600.0
 POD_EVICTION_TIMEOUT_S = 300.0
 
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+_NOT_PLACED = object()   # (a placement not found: None is a placement, no feasible node)
 
 
 def _deepcopy_fields(obj: Any, memo: dict, deep: tuple[str, ...]) -> Any:
@@ -199,6 +200,9 @@ class Cluster:
         self.crash_plan: Callable[[Pod, float], CrashPlan | None] = lambda pod, t: None
         self.image_ok: Callable[[str, str], bool] = lambda image, tag: True
         self.on_change: Callable[[], None] = lambda: None
+        #: ``() -> (where to keep placements, where to find them, the twin's calls so far) or None``: set by a
+        #: twin that keeps or follows a taped run (`_placed`)
+        self.placements: Callable[[], tuple | None] | None = None
         self._retry: set[str] = set()
         self.rolling: set[str] = set()     # Deployments whose rollout is not complete
         self.quota_hard: dict[str, float] = {}
@@ -357,7 +361,7 @@ class Cluster:
         heapq.heappush(self._heap, (t, self._seq, pod.slot, pod.gen))
 
     def _schedule_now(self, pod: Pod, t: float) -> None:
-        node = self._pick_node(pod)
+        node = self._placed(pod, t)
         if node is None:
             pod.reason = ""
             self.event(t, "Warning", "FailedScheduling", "Pod", pod.name,
@@ -377,6 +381,25 @@ class Cluster:
         self.event(t, "Normal", "Scheduled", "Pod", pod.name,
                    f"Successfully assigned {self.ns}/{pod.name} to {self.nodes[node].name}", "default-scheduler")
         self._at(pod, t + 0.5, "pull")
+
+    def _placed(self, pod: Pod, t: float) -> int | None:
+        """`_pick_node`'s choice for a pod scheduled at ``t``. A twin whose state-changing calls so far equal a
+        taped run's (`SimBackend._note`: then it is in that run's state at every moment) finds the node that run
+        chose for the same pod at the same moment; a taped run keeps its choices for such followers. (The key
+        also holds the pod's ReplicaSet, the pods created so far and the layout version.)"""
+        memo = self.placements() if self.placements is not None else None
+        if memo is None:
+            return self._pick_node(pod)
+        keep, found, calls = memo
+        key = (calls, t, pod.slot, pod.rs.id, len(self.pods), self.layout_version)
+        if found is not None:
+            node = found.get(key, _NOT_PLACED)
+            if node is not _NOT_PLACED:
+                return node
+        node = self._pick_node(pod)
+        if keep is not None:
+            keep[key] = node
+        return node
 
     def _pick_node(self, pod: Pod) -> int | None:
         """Feasible node (ready, schedulable, requests fit) with the best score: fewest pods of the
