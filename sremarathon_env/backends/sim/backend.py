@@ -95,6 +95,8 @@ class _Tape:
         #: (calls, time, pod slot, ReplicaSet, pods created, layout version) -> the node the scheduler chose
         #: (`Cluster._placed`)
         self.picks: dict[tuple, int | None] = {}
+        #: calls up to and including a deploy -> (its commit sha, its template's hash) (`SimBackend.deploy`)
+        self.deploys: dict[bytes, tuple[str, str]] = {}
 
     def add_run(self, run: tuple) -> None:
         for j in range(len(run[5])):
@@ -1056,8 +1058,10 @@ class SimBackend:
         return rs.meta
 
     def _new_revision(self, dep: Deployment, template: dict, files: dict[str, str] | None, handles: list[str],
-                      meta: dict[str, Any]) -> tuple[ReplicaSet, bool]:
-        h = template_hash(template)   # once for the lookup and the new ReplicaSet
+                      meta: dict[str, Any], h: str | None = None) -> tuple[ReplicaSet, bool]:
+        """``h``: the template's `template_hash`, when the caller has it."""
+        if h is None:
+            h = template_hash(template)   # once for the lookup and the new ReplicaSet
         rs = self.cluster.find_rs(dep, template, h)
         if rs is not None and rs is dep.current:
             return rs, False
@@ -1102,9 +1106,17 @@ class SimBackend:
                 new_env.pop(k, None)
             else:
                 new_env[k] = str(v)
-        parent = self.meta_of(cur)["sha"]
-        body = canonical([parent, author, message, self._now, new_files, new_env, image_tag])
-        sha = hashlib.sha1(body.encode()).hexdigest()
+        # the commit's sha and the new template's hash: pure functions of this state and this call, found where
+        # a taped run made the same calls (`_Tape.deploys`), kept there by the taped run itself
+        kept = self._tape.deploys if self._tape is not None else None
+        tape = self._followed() if kept is None else None
+        hashes = tape.deploys.get(self._calls) if tape is not None else None
+        if hashes is None:
+            parent = self.meta_of(cur)["sha"]
+            body = canonical([parent, author, message, self._now, new_files, new_env, image_tag])
+            sha = hashlib.sha1(body.encode()).hexdigest()
+        else:
+            sha = hashes[0]
         tag = cur.template["tag"]
         if image_tag is not None:
             tag = image_tag
@@ -1112,6 +1124,10 @@ class SimBackend:
             tag = f"{dep.spec.tag.split('-')[0]}-{sha[:7]}"
             self.registry.add((cur.template["image"], tag))
         template = dict(cur.template, tag=tag, env=dict(sorted(new_env.items())))
+        if hashes is None:
+            hashes = (sha, template_hash(template))
+            if kept is not None:
+                kept[self._calls] = hashes
         handles = self._carry(dep, new_files, new_env)
         new_handles = []
         for e in effects:
@@ -1124,7 +1140,7 @@ class SimBackend:
                 "diff_of": (cur_files, new_files, cur.template, template), "noise": bool(noise),
                 "kind": "build" if files else ("image" if image_tag else "config")}
         rs, changed = self._new_revision(dep, template, new_files if new_files != cur_files else (cur.files or None),
-                                         handles, meta)
+                                         handles, meta, hashes[1])
         if not changed:
             if new_handles:
                 rs.effects.extend(new_handles)

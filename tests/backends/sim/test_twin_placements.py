@@ -53,3 +53,69 @@ def test_twins_without_a_taped_run_keep_and_find_nothing(checked):
     sim.restart(sim.app.services[1].name)
     sim.advance_to(300)
     assert sim._placements() is None and checked["found"] == 0 and checked["chosen"] >= 3
+
+
+@pytest.fixture
+def deploys_checked(monkeypatch):
+    """Every deploy's commit sha and template hash also computed (the definition) and compared with the
+    revision it made; counts of deploys whose hashes were found in a taped run and of the others."""
+    import hashlib
+
+    from sremarathon_env.backends.sim import backend as backend_mod
+    from sremarathon_env.backends.sim.util import canonical, template_hash
+
+    seen = {"found": 0, "made": 0}
+    deploy = SimBackend.deploy
+
+    def both(self, service, *, message, author, files=None, env=None, image_tag=None, effects=(), noise=False):
+        dep = self.cluster.deployments.get(service)
+        before = None
+        if dep is not None:   # the definition's inputs, before the call
+            cur = dep.current
+            new_files = dict(self.files_of(cur))
+            for path, text in (files or {}).items():
+                if text is None:
+                    new_files.pop(path, None)
+                else:
+                    new_files[path] = text
+            new_env = dict(cur.template["env"])
+            for k, v in (env or {}).items():
+                if v is None:
+                    new_env.pop(k, None)
+                else:
+                    new_env[k] = str(v)
+            body = canonical([self.meta_of(cur)["sha"], author, message, self._now, new_files, new_env, image_tag])
+            before = hashlib.sha1(body.encode()).hexdigest()
+        made = [0]
+        real = backend_mod.canonical
+
+        def counted(obj):
+            made[0] += 1
+            return real(obj)
+
+        monkeypatch.setattr(backend_mod, "canonical", counted)
+        try:
+            out = deploy(self, service, message=message, author=author, files=files, env=env, image_tag=image_tag,
+                         effects=effects, noise=noise)
+        finally:
+            monkeypatch.setattr(backend_mod, "canonical", real)
+        if before is not None and out.ok and out.data.get("sha"):
+            assert out.data["sha"] == before
+            rs = dep.current
+            assert rs.hash == template_hash(rs.template)
+            seen["made" if made[0] else "found"] += 1
+        return out
+
+    monkeypatch.setattr(SimBackend, "deploy", both)
+    return seen
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket"])
+def test_a_no_action_run_finds_its_reference_runs_commit_hashes(deploys_checked, app):
+    run_marathon(app, 4, "noop")
+    assert deploys_checked["found"] > 10 and deploys_checked["found"] == deploys_checked["made"]
+
+
+def test_acting_runs_find_commit_hashes_of_their_own_history_only(deploys_checked):
+    run_marathon("online-boutique", 2, "random")
+    assert deploys_checked["made"] > deploys_checked["found"] > 0
