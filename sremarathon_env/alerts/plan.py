@@ -482,8 +482,9 @@ class _VecVec(_Node):
         super().__init__()
         self.op, self.lhs, self.rhs, self.swap, self.rb = op, lhs, rhs, swap, return_bool
         many, one = (rhs, lhs) if swap else (lhs, rhs)
-        # the rows each side takes, None where that is every row in order (no gather: the usual one-to-one match)
-        self.mi = None if _is_identity(mi, len(many.labels)) else mi
+        # the rows each side takes, None where that is every row in order (no gather: the usual one-to-one match);
+        # the many side's rows ascend (``_pairs`` takes them in order): all of them is every row in order
+        self.mi = None if len(mi) == len(many.labels) else mi
         self.oi = None if _is_identity(oi, len(one.labels)) else oi
         self.labels = labels
 
@@ -768,6 +769,7 @@ class PackPlan:
         self._sel_keys: dict[str, tuple] = {}  # selector key -> (metric name, matchers)
         self._tokens: dict[int, tuple] = {}  # per family: (family, rows, content token or None)
         self._last_labels: dict[str, list] = {}  # per node key, the label list of its last build
+        self._sel_now: dict[str, tuple] | None = None  # _selection's results in the running build (None: no build)
         self.excluded = 0  # rows left out at the last build
 
     # ------------------------------------------------------------------ signature and build
@@ -928,6 +930,17 @@ class PackPlan:
         return out
 
     def _selection(self, sel: S.Sel):
+        """``_select_now``, once per selector key within a build (the store and the left-out rows stand still
+        during a build); outside builds each call selects afresh."""
+        now = self._sel_now
+        if now is None:
+            return self._select_now(sel)
+        hit = now.get(sel.key)
+        if hit is None:
+            hit = now[sel.key] = self._select_now(sel)
+        return hit
+
+    def _select_now(self, sel: S.Sel):
         """A selector's (parts, labels) without its excluded rows: what ``_live`` gives for the generic
         evaluator's selection, kept per (name, matchers) and brought up to date at each build.
 
@@ -1073,8 +1086,11 @@ class PackPlan:
         return tok
 
     def _build(self, t_min: int = 0) -> None:
-        with np.errstate(all="ignore"):
-            self._build_rules(t_min)
+        try:
+            with np.errstate(all="ignore"):
+                self._build_rules(t_min)
+        finally:
+            self._sel_now = None
 
     def _build_rules(self, t_min: int = 0) -> None:
         """Rebuild the rules that read a family whose series set changed; keep the others' nodes.
@@ -1104,6 +1120,7 @@ class PackPlan:
         self._kernel_nodes: dict[int, _Range] = {}
         self._slot_cache: dict[int, tuple] = {}
         self._dummy = _Ctx(np.zeros(1, dtype=np.int64), self.promql.default_step_ms)
+        self._sel_now = {}   # _selection's results in this build
         self._old, self._cache = self._cache, {}
         roots: list[_Node | None] = []
         for i, r in enumerate(self.rules):
@@ -1387,7 +1404,7 @@ class PackPlan:
         one_idx = _sig_index(one_vec, on, names)
         if len(one_idx) != len(one.labels):  # a signature with more than one row
             return None
-        firsts = np.fromiter(map(itemgetter(0), one_idx.values()), dtype=np.intp, count=len(one_idx))
+        # (one row per signature: group k of ``one_idx`` is row k, the rows taken for the pairs are pairs_o)
         drop = node.op in ARITH_FUNCS or node.return_bool
         pairs_m, pairs_o, labels = memo(("vv", drop, card, on, names, node.include), (many.labels, one.labels),
                                         lambda: _pairs(many.labels, one.labels, one_idx, drop, card, on, names, node.include))
@@ -1395,7 +1412,7 @@ class PackPlan:
             return _Empty()
         if _has_dup(labels):   # (also covers one-to-one's check for groups with more than one row)
             return None
-        return _VecVec(node.op, lhs, rhs, swap, np.asarray(pairs_m, dtype=np.intp), firsts[np.asarray(pairs_o, dtype=np.intp)],
+        return _VecVec(node.op, lhs, rhs, swap, np.asarray(pairs_m, dtype=np.intp), np.asarray(pairs_o, dtype=np.intp),
                        self._intern(node.key, labels), node.return_bool)
 
     # ------------------------------------------------------------------ evaluation
