@@ -890,7 +890,9 @@ class SimBackend:
         rs_ids = c.p_rs[ready]
         by_id = c.rs_by_id
         rev = np.array([by_id[i].revision for i in rs_ids.tolist()], dtype=np.int64)
-        carried = {h for dep in c.deployments.values() for rs in dep.rss if rs.pods for h in rs.effects}
+        # revision-bound effects carried by a revision with pods (every ReplicaSet is one of its Deployment's: the
+        # flat list, most of them without effects, instead of the Deployments' lists)
+        carried = {h for rs in c.rs_by_id if rs.effects and rs.pods for h in rs.effects}
         active = []
         for h, e in self.book.effects.items():
             if h in self._oneshot:
