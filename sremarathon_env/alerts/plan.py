@@ -138,12 +138,16 @@ def _instant_cols(g: _Grid, E: _Env, at_ms, offset_ms: int):
     ref = E.times if at_ms is None else np.full(E.T, at_ms, dtype=np.int64)
     ref = ref - offset_ms
     idx = (ref - g.t0_ms) // g.step_ms
-    j = np.clip(idx, 0, E.n_ticks - 1)
+    j = np.minimum(np.maximum(idx, 0), E.n_ticks - 1)   # (np.clip's definition, without its Python wrapper)
     tj = g.t0_ms + j * g.step_ms
     ok = ((ref - tj) <= g.lookback_ms) & (idx >= 0)
     # consecutive columns (the alert engine's case): gathers take a slice
-    js = slice(int(j[0]), int(j[0]) + E.T) if E.T and (np.diff(j) == 1).all() else None
-    out = (ref, j, ok, js, bool(ok.all()))
+    js = None
+    if E.T:
+        j0 = int(j[0])
+        if j.tolist() == list(range(j0, j0 + E.T)):
+            js = slice(j0, j0 + E.T)
+    out = (ref, j, ok, js, bool(np.logical_and.reduce(ok)))
     cache[key] = out
     return out
 

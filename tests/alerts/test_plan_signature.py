@@ -66,3 +66,45 @@ def test_signatures_equal_their_definitions_under_growth(exprs, seed):
         prev_sig, prev_def = sig, want
         assert plan._name_sigs() == _defined_name_sigs(plan)
     assert changes > 50
+
+
+def _instant_cols_definition(g, E, at_ms, offset_ms):
+    """The former body of ``_instant_cols`` (np.clip, np.diff, ndarray.all)."""
+    ref = E.times if at_ms is None else np.full(E.T, at_ms, dtype=np.int64)
+    ref = ref - offset_ms
+    idx = (ref - g.t0_ms) // g.step_ms
+    j = np.clip(idx, 0, E.n_ticks - 1)
+    tj = g.t0_ms + j * g.step_ms
+    ok = ((ref - tj) <= g.lookback_ms) & (idx >= 0)
+    js = slice(int(j[0]), int(j[0]) + E.T) if E.T and (np.diff(j) == 1).all() else None
+    return ref, j, ok, js, bool(ok.all())
+
+
+def test_instant_columns_equal_their_definition():
+    """Instant selectors' columns, lookback mask, consecutive-column slice and all-present flag equal the former
+    computation: random grids, times (consecutive, gapped, unsorted, repeated, before the first tick, past the last
+    one, none), offsets, @ times and tick counts (none written too)."""
+    from sremarathon_env.alerts.engine import _Ctx
+    from sremarathon_env.alerts.plan import _Env, _Grid, _instant_cols
+
+    rng = np.random.default_rng(9)
+    for case in range(3000):
+        step = int(rng.choice([15000, 30000, 1000]))
+        g = _Grid(int(rng.choice([0, 7000, -15000])), step, int(rng.choice([300000, 15000, 0])))
+        T = int(rng.integers(0, 12))
+        kind = rng.random()
+        start = int(rng.integers(-5, 40)) * step + int(rng.choice([0, 0, 1, step // 2]))
+        if kind < 0.5:
+            times = start + np.arange(T, dtype=np.int64) * step
+        elif kind < 0.8:
+            times = np.sort(start + rng.integers(-3, 60, size=T).astype(np.int64) * step)
+        else:
+            times = start + rng.integers(-3, 60, size=T).astype(np.int64) * step
+        n_ticks = int(rng.integers(0, 50))
+        at = None if rng.random() < 0.7 else int(rng.integers(-2, 50)) * step
+        off = int(rng.choice([0, 0, 60000, -30000, 600000]))
+        E = _Env(times.astype(np.int64), n_ticks, _Ctx(np.zeros(1, dtype=np.int64), 60000))
+        got = _instant_cols(g, E, at, off)
+        want = _instant_cols_definition(g, E, at, off)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[1].dtype == want[1].dtype
+        assert np.array_equal(got[2], want[2]) and got[3] == want[3] and got[4] == want[4], case
