@@ -276,9 +276,9 @@ class Tape:
             self._flat[name] = iflat[f0 + k :: 8]
 
     def release(self) -> None:
-        """Give the summary arrays' buffers to the next tapes (the owner is done with this tape: a marathon that
-        ended). The tape stays usable: its next sync allocates arrays again and starts from column 0, which gives
-        the same summaries (`sync` after a detected rewrite does the same)."""
+        """Give the cell buffer to the next tapes (the owner is done with this tape: a marathon that ended). The
+        tape stays usable: its next sync allocates cells again and starts from column 0, which gives the same
+        summaries (`sync` after a detected rewrite does the same)."""
         bufs = self._bufs
         self._alloc(1, 1)   # placeholders (below the pool's size), nothing synced
         self.N = 0
@@ -287,7 +287,7 @@ class Tape:
         _give_back(bufs)
 
     def _grow(self, n_slots: int, cap: int) -> None:
-        """Larger (uninitialised, see ``_alloc``) arrays holding what was written of the old ones."""
+        """Larger (uninitialised, see ``_alloc``) cells holding what was written of the old ones."""
         s, t = self.cap_s, self.cap_t
         # slots: doubling, and as much headroom over a jump (the first selectors register most series at once;
         # pods that come later add rows): rows never used cost no memory traffic, a growth copies every array.
@@ -382,14 +382,14 @@ class Tape:
         """Process columns [c0, c1) of the slots ``sl`` (a slice or the index array ``idx``). When
         c0 > 0 the column c0 - 1 is read again and compared with the tape (False: it changed).
 
-        Computed as (columns, slots) blocks, the layout of the summary arrays (column-major, see ``_alloc``):
-        the writes are whole rows of the underlying arrays and the running sums and maxima run over the short
-        time axis with the slots as the long inner loop (integer sums and maxima: the same numbers in any
-        layout)."""
+        Computed as (columns, slots) blocks, the layout of the cells (column-major, see ``_alloc``): the writes
+        are column stretches of the summaries' fields and the running sums and maxima run over the short time axis
+        with the slots as the long inner loop (integer sums and maxima: the same numbers in any layout). The
+        compiled kernel computes the same summaries slot by slot, every family in one call."""
         if c1 <= c0 or not len(idx):
             return True
         nb = kernels()
-        if nb is not None:   # the same summaries, one fused pass per family over its store rows (compiled.py)
+        if nb is not None:   # the same summaries, one fused pass over the families' store rows (compiled.py)
             return self._extend_compiled(nb, sl, idx, groups, c0, c1)
         t_np = time.process_time()
         try:
@@ -402,7 +402,7 @@ class Tape:
         n_sl = len(idx)
         g0 = c0 - 1 if c0 > 0 else c0
         cap_s = self.cap_s
-        # the underlying (columns, slots) arrays
+        # (columns, slots) views of the cells' fields
         V, CS, PV, POS = self.V.T, self.CS.T, self.PV.T, self.POS.T
         B = np.empty((n_sl, c1 - g0))
         for fam, m, rows in groups:
@@ -580,7 +580,7 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
 def _window_numpy(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int, st: int, N: int, R: int, T: int,
                   cap: int):
     """``window_kernel`` by numpy: the reference."""
-    S = tape.cap_s  # the arrays are column-major: [slot, column] is at flat offset column * S + slot
+    S = tape.cap_s  # the cells are column-major: [slot, column] is at flat offset column * S + slot of ``_flat``
     base = spec.col
     if spec.runs is not None:   # per run of rows with one window, repeated over its rows
         lens, run_r, run_o, run_w = spec.runs
