@@ -97,6 +97,8 @@ class _Tape:
         self.picks: dict[tuple, int | None] = {}
         #: calls up to and including a deploy -> (its commit sha, its template's hash) (`SimBackend.deploy`)
         self.deploys: dict[bytes, tuple[str, str]] = {}
+        #: the kubelet moments' draws (`util.KeyedDraws`' book: its generators' recorded calls and values)
+        self.draws: dict[tuple[int, str], tuple] = {}
 
     def add_run(self, run: tuple) -> None:
         for j in range(len(run[5])):
@@ -269,7 +271,7 @@ class SimBackend:
         self._follow: _Tape | None = None          # the taped run whose state this twin is in
         self._blk: tuple | None = None             # per-slot constants of the current flow slots
         self._has_burn = self._has_hog = self._has_leak = False
-        self.cluster.placements = self._placements
+        self.cluster.taped = self._taped
         self.cluster.run_until(0.0)
         self._refresh(0.0, 0)
         # tick 0 stands for the hour the app has already run: its counters carry that hour's totals
@@ -409,13 +411,13 @@ class SimBackend:
         """The taped run this twin follows (kept while it does), else the latest one of its kind."""
         return self._follow if self._follow is not None else _TAPES.get(self._tape_key())
 
-    def _placements(self) -> tuple | None:
-        """For `Cluster._placed`: (where this twin keeps its placements: its tape while it records one; where
-        it finds a taped run's: the run it follows, else the latest of its kind; its calls so far)."""
+    def _taped(self) -> tuple | None:
+        """For the cluster (`Cluster._placed`, `Cluster._draws`): (the tape this twin records, or None; the taped
+        run it follows, else the latest of its kind, or None; its calls so far); None when it has neither."""
         if self._tape is not None:
-            return self._tape.picks, None, self._calls
+            return self._tape, None, self._calls
         tape = self._followed()
-        return None if tape is None else (None, tape.picks, self._calls)
+        return None if tape is None else (None, tape, self._calls)
 
     def _note(self, *call: Any, at: float | None = None) -> None:
         """Fold a state-changing call and the time it came at into ``_calls``. The twin is deterministic:

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from apps.spec import AppSpec, ServiceSpec
-from sremarathon_env.backends.sim.util import KeyedDraws, suffix, template_hash
+from sremarathon_env.backends.sim.util import KeyedDraws, child_rng, suffix, template_hash
 
 BACKOFF_START_S = 10.0
 BACKOFF_MAX_S = 300.0
@@ -200,9 +200,9 @@ class Cluster:
         self.crash_plan: Callable[[Pod, float], CrashPlan | None] = lambda pod, t: None
         self.image_ok: Callable[[str, str], bool] = lambda image, tag: True
         self.on_change: Callable[[], None] = lambda: None
-        #: ``() -> (where to keep placements, where to find them, the twin's calls so far) or None``: set by a
-        #: twin that keeps or follows a taped run (`_placed`)
-        self.placements: Callable[[], tuple | None] | None = None
+        #: ``() -> (the tape the twin records or None, the taped run it follows or None, its calls so far) or
+        #: None``: set by a twin (`SimBackend._taped`), for `_placed` and `_draws`
+        self.taped: Callable[[], tuple | None] | None = None
         self._retry: set[str] = set()
         self.rolling: set[str] = set()     # Deployments whose rollout is not complete
         self.quota_hard: dict[str, float] = {}
@@ -387,19 +387,29 @@ class Cluster:
         taped run's (`SimBackend._note`: then it is in that run's state at every moment) finds the node that run
         chose for the same pod at the same moment; a taped run keeps its choices for such followers. (The key
         also holds the pod's ReplicaSet, the pods created so far and the layout version.)"""
-        memo = self.placements() if self.placements is not None else None
+        memo = self.taped() if self.taped is not None else None
         if memo is None:
             return self._pick_node(pod)
         keep, found, calls = memo
         key = (calls, t, pod.slot, pod.rs.id, len(self.pods), self.layout_version)
         if found is not None:
-            node = found.get(key, _NOT_PLACED)
+            node = found.picks.get(key, _NOT_PLACED)
             if node is not _NOT_PLACED:
                 return node
         node = self._pick_node(pod)
         if keep is not None:
-            keep[key] = node
+            keep.picks[key] = node
         return node
+
+    def _draws(self, rng_key: tuple) -> "KeyedDraws | np.random.Generator":
+        """A kubelet moment's generator (``child_rng(*rng_key)``), through the record of a taped run
+        (`KeyedDraws`: a twin that records one keeps its draws there; one that follows a run of its seed is
+        served them, whatever its calls: a generator's values depend on its seed and keys alone)."""
+        memo = self.taped() if self.taped is not None else None
+        if memo is None:
+            return child_rng(*rng_key)
+        keep, found, _ = memo
+        return KeyedDraws(keep.draws if keep is not None else found.draws, keep is not None, *rng_key)
 
     def _pick_node(self, pod: Pod) -> int | None:
         """Feasible node (ready, schedulable, requests fit) with the best score: fewest pods of the
@@ -480,8 +490,8 @@ class Cluster:
         svc = self.svc_names[pod.svc]
         tpl = pod.rs.template
         image = f"{tpl['image']}:{tpl['tag']}"
-        # this moment's generator's draws (`KeyedDraws`: made only by the moments that draw, and taken from the
-        # record where another twin of this seed drew them: building a generator costs more than the rest)
+        # this moment's generator (`_draws`: made only by the moments that draw, and served from a taped run's
+        # record where it drew them: building a generator costs more than the rest)
         rng_key = (self.seed, "kubelet", pod.name, pod.restarts, action, round(t, 3))
         node = self.nodes[pod.node] if pod.node >= 0 else None
         if action == "schedule":
@@ -499,7 +509,7 @@ class Cluster:
                 self._at(pod, t + 0.3, "start")
             else:
                 self.event(t, "Normal", "Pulling", "Pod", pod.name, f'Pulling image "{image}"')
-                rng = KeyedDraws(*rng_key)
+                rng = self._draws(rng_key)
                 dur = float(rng.uniform(1.5, 6.0)) if ok else float(rng.uniform(0.5, 2.0))
                 self._at(pod, t + dur, "pulled" if ok else "pullfail")
         elif action == "pulled":
@@ -529,7 +539,7 @@ class Cluster:
             self.lifecycle.append((t, pod.svc, pod.name, "start", ""))
             plan = self.crash_plan(pod, t)
             pod.plan = plan
-            rng = KeyedDraws(*rng_key)
+            rng = self._draws(rng_key)
             if plan is not None:
                 self._at(pod, t + plan.after_s * float(rng.uniform(0.8, 1.2)), "crash")
             else:

@@ -49,42 +49,36 @@ def _rng_of(seed: int, joined: str) -> np.random.Generator:
 
 
 class KeyedDraws:
-    """The draws of ``child_rng(seed, *keys)`` (``uniform`` only), the same values: a draw that another
-    generator of the same seed and keys already made as the same call at the same position (the same
-    arguments after the same earlier calls) is served from the process-wide record `_DRAWS`, anything
-    else comes from the generator itself (built on the first such draw and advanced past the served
-    ones by repeating their calls). Twins of one seed (a run loop's no-action reference run and its
-    scored twin) meet the same kubelet moments: the second builds no generator for them.
+    """The draws of ``child_rng(seed, *keys)`` (``uniform`` only), the same values, with a record of them in
+    ``book``: a draw that the record holds as the same call at the same position (the same arguments after the
+    same earlier calls) is served from it, anything else comes from the generator itself (built on the first
+    such draw and advanced past the served ones by repeating their calls). ``keep``: this object's calls
+    extend the record while they follow it from its start (a generator's sequence of calls and values is
+    valid for anyone who makes the same calls). The twin keeps the record of a taped (reference) run in its
+    tape, and a twin of the same seed that follows it builds no generator for the kubelet moments it meets
+    there (`Cluster._draws`). A book maps (seed & 0xFFFFFFFF, the keys' texts joined as `child_rng` hashes
+    them) to the flat tuple (low, high, value, ...) of the recorded calls (floats: nothing for the garbage
+    collector to walk).
 
-    The record holds what determines a generator (the seed's low 32 bits and the keys' joined texts, as
-    `child_rng` hashes them) with a sequence of calls made for it and their values (the latest one that
-    followed the record from its start), for the latest MAX_DRAW_SEEDS seeds (at most MAX_DRAWS
-    generators each); its sequences are tuples of floats (nothing for the garbage collector to walk).
-
-    >>> a = KeyedDraws(7, "kubelet", "p-1", 0, "start", 12.5)
-    >>> x = a.uniform(0.8, 1.2)
-    >>> b = KeyedDraws(7, "kubelet", "p-1", 0, "start", 12.5)
-    >>> b.uniform(0.8, 1.2) == x == child_rng(7, "kubelet", "p-1", 0, "start", 12.5).uniform(0.8, 1.2)
+    >>> book = {}
+    >>> x = KeyedDraws(book, True, 7, "kubelet", "p-1", 0, "start", 12.5).uniform(0.8, 1.2)
+    >>> follower = KeyedDraws(book, False, 7, "kubelet", "p-1", 0, "start", 12.5)
+    >>> follower.uniform(0.8, 1.2) == x == child_rng(7, "kubelet", "p-1", 0, "start", 12.5).uniform(0.8, 1.2)
     True
     """
 
-    __slots__ = ("_seed", "_book", "_key", "_log", "_i", "_rng", "_own")
+    __slots__ = ("_seed", "_book", "_key", "_text", "_log", "_i", "_rng", "_own")
 
-    def __init__(self, seed: int, *keys: object):
+    def __init__(self, book: dict, keep: bool, seed: int, *keys: object):
         self._seed = seed
-        s = int(seed) & 0xFFFFFFFF
-        book = _DRAWS.get(s)
-        if book is None:
-            while len(_DRAWS) >= MAX_DRAW_SEEDS:
-                _DRAWS.pop(next(iter(_DRAWS)))
-            book = _DRAWS[s] = {}
         self._book = book
-        self._key = "\x1f".join(map(str, keys))   # (what `child_rng` hashes besides the seed)
+        self._text = "\x1f".join(map(str, keys))   # (what `child_rng` hashes besides the seed)
+        self._key = (int(seed) & 0xFFFFFFFF, self._text)
         #: (low, high, value) of each call of the record's sequence for this generator, flat
-        self._log: tuple = book.get(self._key, _NO_DRAWS)
+        self._log: tuple = book.get(self._key, ())
         self._i = 0         # calls made so far
         self._rng = None    # the generator, once a draw is not in the record
-        self._own = True    # the calls so far are the record's: this object's calls extend it
+        self._own = bool(keep)   # the calls so far are the record's and this object keeps it: its calls extend it
 
     def uniform(self, low: float, high: float) -> float:
         j = 3 * self._i
@@ -93,26 +87,14 @@ class KeyedDraws:
         if self._rng is None:
             if j < len(log) and log[j] == low and log[j + 1] == high:
                 return log[j + 2]
-            rng = self._rng = _rng_of(self._seed, self._key)
+            rng = self._rng = _rng_of(self._seed, self._text)
             for m in range(0, j, 3):   # the calls served so far: the generator's state after them
                 rng.uniform(log[m], log[m + 1])
-            self._own = j == len(log)
+            self._own = self._own and j == len(log)
         v = self._rng.uniform(low, high)
-        if self._own:   # the record's calls and this one: a sequence of this generator's (any such is valid)
-            book = self._book
-            if self._key not in book and len(book) >= MAX_DRAWS:
-                book.clear()
-            self._log = book[self._key] = log + (low, high, v)
+        if self._own:   # the record's calls and this one: a sequence of this generator's
+            self._log = self._book[self._key] = log + (low, high, v)
         return v
-
-
-#: seed & 0xFFFFFFFF -> {joined keys: (low, high, value, ...) of a sequence of calls made for that generator}
-#: (`KeyedDraws`), for the latest MAX_DRAW_SEEDS seeds, at most MAX_DRAWS generators each (a marathon meets a
-#: few hundred kubelet moments: a few MB at most in all)
-_DRAWS: dict[int, dict[str, tuple]] = {}
-_NO_DRAWS: tuple = ()
-MAX_DRAW_SEEDS = 8   # (a process may step a few environments in turn: each keeps its seed's record)
-MAX_DRAWS = 4096
 
 
 @lru_cache(maxsize=1 << 16)

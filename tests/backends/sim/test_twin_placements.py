@@ -52,7 +52,7 @@ def test_twins_without_a_taped_run_keep_and_find_nothing(checked):
     sim.scale(sim.app.services[0].name, 3)
     sim.restart(sim.app.services[1].name)
     sim.advance_to(300)
-    assert sim._placements() is None and checked["found"] == 0 and checked["chosen"] >= 3
+    assert sim._taped() is None and checked["found"] == 0 and checked["chosen"] >= 3
 
 
 @pytest.fixture
