@@ -291,7 +291,14 @@ def _plain_tick(d: dict) -> dict | None:
         if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
             return None
         faults[k] = {"active": a, "probe_ok": ok, "artifact_ok": art}
-    events_in = d.get("events", [])
+    events = _plain_events(d.get("events", []))
+    if events is None:
+        return None
+    return {"t": t, "entry": entry, "faults": faults, "events": events}
+
+
+def _plain_events(events_in) -> list | None:
+    """A tick's orchestrator events as plain dicts (fresh containers), or None where one is not plain."""
     if type(events_in) is not list:
         return None
     events = []
@@ -306,7 +313,7 @@ def _plain_tick(d: dict) -> dict | None:
             if type(a) is not str:
                 return None
         events.append({"instance_id": iid, "event": kind, "detail": detail, "aliases": list(aliases)})
-    return {"t": t, "entry": entry, "faults": faults, "events": events}
+    return events
 
 
 _PLAIN = {"alert": _plain_alert, "tick": _plain_tick}
@@ -424,26 +431,13 @@ def plain_tick_json(d: dict) -> tuple[dict, str] | None:
         f_json = "{" + ",".join(parts) + "}"
     else:
         f_json = "{}"
-    events_in = d.get("events", [])
-    if type(events_in) is not list:
+    events = _plain_events(d.get("events", []))
+    if events is None:
         return None
-    events = []
-    if events_in:
-        texts = []
-        for ev in events_in:
-            if type(ev) is not dict or not ({"instance_id", "event"} <= ev.keys() <= _EVENT_KEYS):
-                return None
-            iid, kind, detail, aliases = ev["instance_id"], ev["event"], ev.get("detail", ""), ev.get("aliases", [])
-            if (type(iid) is not str or type(kind) is not str or kind not in _EVENT_KINDS or type(detail) is not str
-                    or type(aliases) is not list):
-                return None
-            for a in aliases:
-                if type(a) is not str:
-                    return None
-            events.append({"instance_id": iid, "event": kind, "detail": detail, "aliases": list(aliases)})
-            texts.append('{"aliases":[' + ",".join([_esc(a) for a in aliases]) + '],"detail":' + _esc(detail)
-                         + ',"event":' + _esc(kind) + ',"instance_id":' + _esc(iid) + "}")
-        ev_json = "[" + ",".join(texts) + "]"
+    if events:
+        ev_json = "[" + ",".join(['{"aliases":[' + ",".join([_esc(a) for a in ev["aliases"]]) + '],"detail":'
+                                  + _esc(ev["detail"]) + ',"event":' + _esc(ev["event"]) + ',"instance_id":'
+                                  + _esc(ev["instance_id"]) + "}" for ev in events]) + "]"
     else:
         ev_json = "[]"
     return ({"t": t, "entry": {"total": tot, "failed": fail, "slow": slow, "degraded": deg}, "faults": faults,
