@@ -211,21 +211,36 @@ class _Driver:
             due.extend(by_start[n0:n])
             due.sort(key=lambda lf: lf.index)
         for lf in due:
-            if lf.handle is None and lf.start_s <= t:
-                lf.handle = inject(lf.fault, self.backend, build=self._build)
-                ev = {"instance_id": lf.instance_id, "event": "injected",
-                      "detail": "" if lf.handle.ok else lf.handle.message[:200]}
-                realised = lf.handle.artifact.aliases if lf.handle.artifact is not None else []
-                extra = [a for a in realised if a not in lf.fault.artifact.aliases]
-                if extra:
-                    ev["aliases"] = extra
-                events.append(ev)
-            if lf.handle is not None and not lf.done and lf.end_s <= t:
-                repaired = lf.handle.ok and artifact_ok(lf.fault, lf.handle, self.backend)
-                revert(lf.handle, self.backend)
-                lf.done = True
-                events.append({"instance_id": lf.instance_id,
-                               "event": "ended_repaired" if repaired else "reverted"})
+            self._fault_step(lf, t, events)
+        self._noise_step(t, events)
+        if due:   # the injected faults not yet ended, in `live` order
+            active = [lf for lf in self._active if not lf.done]
+            active.extend(lf for lf in by_start[n0:n] if not lf.done)
+            if n > n0:
+                active.sort(key=lambda lf: lf.index)
+            self._active = active
+        return events
+
+    def _fault_step(self, lf: _Live, t: float, events: list[dict]) -> None:
+        """One fault's events due by ``t``, appended to ``events``: its injection if its start is due and it is not
+        injected, then its scheduled end if that is due and it is injected and not ended."""
+        if lf.handle is None and lf.start_s <= t:
+            lf.handle = inject(lf.fault, self.backend, build=self._build)
+            ev = {"instance_id": lf.instance_id, "event": "injected",
+                  "detail": "" if lf.handle.ok else lf.handle.message[:200]}
+            realised = lf.handle.artifact.aliases if lf.handle.artifact is not None else []
+            extra = [a for a in realised if a not in lf.fault.artifact.aliases]
+            if extra:
+                ev["aliases"] = extra
+            events.append(ev)
+        if lf.handle is not None and not lf.done and lf.end_s <= t:
+            repaired = lf.handle.ok and artifact_ok(lf.fault, lf.handle, self.backend)
+            revert(lf.handle, self.backend)
+            lf.done = True
+            events.append({"instance_id": lf.instance_id, "event": "ended_repaired" if repaired else "reverted"})
+
+    def _noise_step(self, t: float, events: list[dict]) -> None:
+        """The noise events starting and ending by ``t``, appended to ``events``."""
         while self.noise_pending and self.noise_pending[0].start_s <= t:
             ev = self.noise_pending.pop(0)
             handles = apply_noise(ev, self.backend)
@@ -240,13 +255,6 @@ class _Driver:
                 else:
                     still.append((ev, handles))
             self.noise_active = still
-        if due:   # the injected faults not yet ended, in `live` order
-            active = [lf for lf in self._active if not lf.done]
-            active.extend(lf for lf in by_start[n0:n] if not lf.done)
-            if n > n0:
-                active.sort(key=lambda lf: lf.index)
-            self._active = active
-        return events
 
     def _next_event_k(self) -> int:
         """The first tick at which an orchestrator event is due (a very large number when none is): the earliest of

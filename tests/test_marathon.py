@@ -255,37 +255,10 @@ class _LoopDriver:
 
     @staticmethod
     def apply_events(drv, t: float) -> list[dict]:
-        from sremarathon_env import marathon as M
-
         events: list[dict] = []
-        for lf in drv.live:
-            if lf.handle is None and lf.start_s <= t:
-                lf.handle = M.inject(lf.fault, drv.backend, build=drv._build)
-                ev = {"instance_id": lf.instance_id, "event": "injected",
-                      "detail": "" if lf.handle.ok else lf.handle.message[:200]}
-                realised = lf.handle.artifact.aliases if lf.handle.artifact is not None else []
-                extra = [a for a in realised if a not in lf.fault.artifact.aliases]
-                if extra:
-                    ev["aliases"] = extra
-                events.append(ev)
-            if lf.handle is not None and not lf.done and lf.end_s <= t:
-                repaired = lf.handle.ok and M.artifact_ok(lf.fault, lf.handle, drv.backend)
-                M.revert(lf.handle, drv.backend)
-                lf.done = True
-                events.append({"instance_id": lf.instance_id, "event": "ended_repaired" if repaired else "reverted"})
-        while drv.noise_pending and drv.noise_pending[0].start_s <= t:
-            ev = drv.noise_pending.pop(0)
-            handles = M.apply_noise(ev, drv.backend)
-            drv.noise_active.append((ev, handles))
-            events.append({"instance_id": ev.id, "event": "noise_start", "detail": ev.kind})
-        still = []
-        for ev, handles in drv.noise_active:
-            if ev.end_s <= t:
-                M.end_noise(handles, drv.backend)
-                events.append({"instance_id": ev.id, "event": "noise_end", "detail": ev.kind})
-            else:
-                still.append((ev, handles))
-        drv.noise_active = still
+        for lf in drv.live:   # every fault, each through the driver's own per-fault step
+            drv._fault_step(lf, t, events)
+        drv._noise_step(t, events)
         drv._active = [lf for lf in drv.live if lf.handle is not None and not lf.done]
         return events
 
