@@ -44,7 +44,7 @@ from .engine import PromQLEngine, _bucket_quantile, _Ctx, match_rows
 from .limits import QueryError
 from .rangefuncs import RANGE_FUNCS
 from .tape import CODES, KernelSpec, Tape, window_kernel
-from .values import (_NONE, Scal, Vec, Win, dedupe, drop_names, edited_from, grown_from, has_dup, memo, memo_get,
+from .values import (_NONE, Scal, Vec, Win, drop_names, edited_from, grown_from, has_dup, memo, memo_get,
                      note_grown)
 from .vectorops import ARITH_FUNCS, CMP_FUNCS, _pairs, _sig_index, _sigs, groups_of
 

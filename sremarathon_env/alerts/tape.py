@@ -403,7 +403,7 @@ class Tape:
         g0 = c0 - 1 if c0 > 0 else c0
         cap_s = self.cap_s
         # (columns, slots) views of the cells' fields
-        V, CS, PV, POS = self.V.T, self.CS.T, self.PV.T, self.POS.T
+        V, CS, PV = self.V.T, self.CS.T, self.PV.T
         B = np.empty((n_sl, c1 - g0))
         for fam, m, rows in groups:
             k = len(m)

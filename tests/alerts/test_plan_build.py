@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from sremarathon_env.alerts import PromQLEngine, load_rule_pack
+from sremarathon_env.alerts import PromQLEngine
 from sremarathon_env.alerts import plan as P
 from sremarathon_env.alerts.values import Vec
 from sremarathon_env.alerts.vectorops import _sig_index
