@@ -269,13 +269,21 @@ def _plain_alert(d: dict) -> dict | None:
     return {"t": t, "alertname": name, "labels": dict(labels), "fingerprint": fp, "state": state, "severity": sev}
 
 
-def _plain_tick(d: dict) -> dict | None:
-    keys = d.keys()
-    if not ({"t", "entry"} <= keys <= _TICK_KEYS):
+def _tick_head(d: dict) -> tuple[float, dict] | None:
+    """A tick record's (t, entry) where its keys, t and entry keys are plain, else None."""
+    if not ({"t", "entry"} <= d.keys() <= _TICK_KEYS):
         return None
     t, e = d["t"], d["entry"]
     if type(t) is not float or type(e) is not dict or e.keys() != _ENTRY_KEYS:
         return None
+    return t, e
+
+
+def _plain_tick(d: dict) -> dict | None:
+    head = _tick_head(d)
+    if head is None:
+        return None
+    t, e = head
     entry = {"total": e["total"], "failed": e["failed"], "slow": e["slow"], "degraded": e["degraded"]}
     for v in entry.values():
         if type(v) is not float:
@@ -390,12 +398,10 @@ def plain_tick_json(d: dict) -> tuple[dict, str] | None:
     >>> plain_tick_json(d) == (_plain_tick(d), tick_json(_plain_tick(d)))
     True
     """
-    keys = d.keys()
-    if not ({"t", "entry"} <= keys <= _TICK_KEYS):
+    head = _tick_head(d)
+    if head is None:
         return None
-    t, e = d["t"], d["entry"]
-    if type(t) is not float or type(e) is not dict or e.keys() != _ENTRY_KEYS:
-        return None
+    t, e = head
     tot, fail, slow, deg = e["total"], e["failed"], e["slow"], e["degraded"]
     if (type(tot) is not float or type(fail) is not float or type(slow) is not float or type(deg) is not float
             or t - t != 0.0 or tot - tot != 0.0 or fail - fail != 0.0 or slow - slow != 0.0 or deg - deg != 0.0):
