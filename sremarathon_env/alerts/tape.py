@@ -227,10 +227,9 @@ class Tape:
             outs.append(got)
         return np.concatenate(outs) if outs else np.zeros(0, dtype=np.intp)
 
-    #: the summaries, their dtypes (int: column indices and counts, int32 unless a summary would have 2**31 cells or
-    #: more, see ``_int_dtype``) and extra columns (fields of the cell records, see ``_alloc``)
-    _ARRAYS = (("V", np.float64, 0), ("CS", int, 1), ("PV", int, 0), ("POS", int, 0),
-               ("RC", int, 0), ("CC", int, 0), ("LR", int, 0))
+    #: the summaries (the value, then the integer FIELDS of the cell records, see ``_alloc``) with their columns beyond
+    #: the capacity (``CS`` counts the samples before a column: one more)
+    _SUMMARIES = (("V", 0),) + tuple((name, 1 if name == "CS" else 0) for name in FIELDS)
 
     @staticmethod
     def _int_dtype(n_slots: int, cap: int):
@@ -270,8 +269,7 @@ class Tape:
         self._flat = {"V": flat[0::w]}
         iflat = flat.view(it)
         self.V = cells[:cap, :, 0].T
-        for k, name in enumerate(FIELDS):
-            extra = 1 if name == "CS" else 0
+        for k, (name, extra) in enumerate(self._SUMMARIES[1:]):
             setattr(self, name, ints[: cap + extra, :, f0 + k].T)
             self._flat[name] = iflat[f0 + k :: 8]
 
@@ -299,10 +297,10 @@ class Tape:
             S2 = -(-S2 // SLOT_ROUND) * SLOT_ROUND
         T2 = max(cap, 2 * t if cap > t else t)
         S, N = len(self._row_of), self.N
-        old = {name: getattr(self, name) for name, _, _ in self._ARRAYS}
+        old = {name: getattr(self, name) for name, _ in self._SUMMARIES}
         self._alloc(S2, T2)
         keep = min(S, s)  # slots synced so far (a slot registered since has no column yet)
-        for name, _, extra in self._ARRAYS:
+        for name, extra in self._SUMMARIES:
             getattr(self, name)[:keep, : N + extra] = old[name][:keep, : N + extra]
 
     def _fam_groups(self, slots):

@@ -68,7 +68,7 @@ def _write(store, families, data, k):
 def _tapes_equal(a: Tape, b: Tape):
     S, N = len(a._row_of), a.N
     assert (b.N, len(b._row_of)) == (N, S)
-    for name, _, extra in Tape._ARRAYS:
+    for name, extra in Tape._SUMMARIES:
         x, y = getattr(a, name)[:S, : N + extra], getattr(b, name)[:S, : N + extra]
         if name == "POS":   # ranks below each slot's count only
             for s in range(S):

@@ -149,9 +149,9 @@ class _PoisonTape(Tape):
 
     def _alloc(self, n_slots, cap):
         super()._alloc(n_slots, cap)
-        for name, dt, _ in self._ARRAYS:
+        for name, _ in self._SUMMARIES:
             arr = getattr(self, name)
-            arr[...] = np.nan if dt == np.float64 else np.iinfo(arr.dtype).min + 7
+            arr[...] = np.nan if arr.dtype == np.float64 else np.iinfo(arr.dtype).min + 7
 
 
 def test_every_cell_is_written_before_it_is_read():

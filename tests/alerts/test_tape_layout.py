@@ -31,7 +31,7 @@ def test_views_share_the_records_memory_and_address_each_cell():
     assert cells.flags.c_contiguous and ints.flags.c_contiguous and np.shares_memory(cells, ints)
     assert cells.shape[:2] == ints.shape[:2] == (tape.cap_t + 1, tape.cap_s) and ints.shape[2] == 8
     assert ints.dtype.itemsize * f0 == 8   # the value takes the record's first 8 bytes, the integers follow
-    for name, _, extra in Tape._ARRAYS:
+    for name, extra in Tape._SUMMARIES:
         arr = getattr(tape, name)
         assert arr.shape == (tape.cap_s, tape.cap_t + extra)
         flat = tape._flat[name]
@@ -52,7 +52,7 @@ def test_a_columns_used_slots_are_one_stretch_of_memory():
     # every summary of cell (c, s) lies within the record's bytes
     base = cells.__array_interface__["data"][0]
     c, s = 5, 3
-    for name, _, _ in Tape._ARRAYS:
+    for name, _ in Tape._SUMMARIES:
         arr = getattr(tape, name)
         addr = arr[s:, c:].__array_interface__["data"][0] - base
         assert (c * tape.cap_s + s) * rec <= addr < (c * tape.cap_s + s + 1) * rec
@@ -67,7 +67,7 @@ def test_integer_width_follows_the_tape_size(big, monkeypatch):
     _, ref = _grown_tape()
     assert tape._ints.dtype == (np.int64 if big else np.int32) and tape._f0 == (1 if big else 2)
     S, N = len(tape._row_of), tape.N
-    for name, _, extra in Tape._ARRAYS:
+    for name, extra in Tape._SUMMARIES:
         x, y = getattr(tape, name)[:S, : N + extra], getattr(ref, name)[:S, : N + extra]
         if name == "POS":
             for s in range(S):
