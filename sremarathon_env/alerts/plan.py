@@ -1420,10 +1420,6 @@ class PackPlan:
                        self._intern(node.key, labels), node.return_bool)
 
     # ------------------------------------------------------------------ evaluation
-    def instant_cols(self, E: _Env, at_ms, offset_ms: int):
-        """``_instant_cols`` on this plan's grid."""
-        return _instant_cols(self.grid, E, at_ms, offset_ms)
-
     def evaluate(self, times: np.ndarray) -> list:
         """One ``Vec`` (or the ``QueryError`` the generic evaluator raises) per rule, at ``times`` (ms)."""
         times = np.asarray(times, dtype=np.int64)
