@@ -206,6 +206,11 @@ def compiled(app: AppSpec) -> CompiledApp:
     return hit[1]
 
 
+#: `SimBackend.services_health`'s fields that are a service history row over the request rate: (row, whether the
+#: p95 factor multiplies it), as `service_health` computes them per service
+_PER_REQUEST = {"error_ratio": (1, False), "p95_ms": (2, True), "own_error_ratio": (10, False), "own_p95_ms": (11, True)}
+
+
 class SimBackend:
     """The twin. ``noise_load=False`` gives a constant load (no diurnal swing, no jitter).
     ``metrics=False`` exports no metrics (the store stays empty); everything else - dynamics, entry
@@ -1409,11 +1414,11 @@ class SimBackend:
         every = np.zeros((len(fields), S))   # each field's value for every service
         for j, f in enumerate(fields):
             v = every[j]
-            if f == "error_ratio":
-                np.divide(H[1], safe, out=v, where=pos)
-            elif f == "p95_ms":
-                np.divide(H[2], safe, out=v, where=pos)
-                v *= p95
+            per_request = _PER_REQUEST.get(f)
+            if per_request is not None:   # a service history sum over the rate (latencies: times the p95 factor)
+                np.divide(H[per_request[0]], safe, out=v, where=pos)
+                if per_request[1]:
+                    v *= p95
             elif f == "cpu_util":
                 rho = H[4]
                 np.copyto(v, rho, where=np.isfinite(rho))
@@ -1421,11 +1426,6 @@ class SimBackend:
                 v[:] = self.ready_count
             elif f == "rate":
                 v[:] = rate
-            elif f == "own_error_ratio":
-                np.divide(H[10], safe, out=v, where=pos)
-            elif f == "own_p95_ms":
-                np.divide(H[11], safe, out=v, where=pos)
-                v *= p95
             elif f == "lag":
                 lagged = sorted(set(self._lag_callee))
                 v[lagged] = H[6][lagged]
