@@ -298,10 +298,10 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
 
 def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
     """(service, ReplicaSet, weight) of the revisions that carry effects or config faults (the others add
-    nothing to a resolution), in `_weights_plain`'s order: a revision's weight is its share of its
-    service's ready pods (lifecycle readiness, before effect-driven not-ready); a service without any
-    weighs its current revision 1. Only the revisions with ready pods are visited (not every revision
-    a Deployment ever had)."""
+    nothing to a resolution), by Deployment and each one's ReplicaSets in order: a revision's weight is its
+    share of its service's ready pods (lifecycle readiness, before effect-driven not-ready); a service without
+    any weighs its current revision 1. Only the revisions with ready pods are visited (not every revision a
+    Deployment ever had); tests/backends/sim/test_twin_resolve.py holds this to the loop over every revision."""
     c = sim.cluster
     S = sim.m.S
     n = len(c.pods)
@@ -330,27 +330,6 @@ def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
     if len(out) > 1:
         out.sort(key=lambda x: x[:2])
     return [(svc, rs, w) for svc, _, rs, w in out]
-
-
-def _weights_plain(sim: "SimBackend") -> list[tuple[int, Any, float]]:
-    """The definition of `_weights`' order and weights: every revision with ready pods, by Deployment and
-    its ReplicaSets' order, and the current revision of a service without any (weight 1)."""
-    c = sim.cluster
-    n = len(c.pods)
-    up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]
-    per_rs = np.bincount(c.p_rs[:n][up], minlength=len(c.rs_by_id)).tolist()
-    per_svc = np.bincount(c.p_svc[:n][up], minlength=sim.m.S).tolist()
-    weights = []
-    for dep in c.deployments.values():
-        live = per_svc[dep.svc]
-        if live:
-            for rs in dep.rss:
-                k = per_rs[rs.id]
-                if k:
-                    weights.append((dep.svc, rs, k / live))
-        else:
-            weights.append((dep.svc, dep.current, 1.0))
-    return weights
 
 
 def _pods(c, svc: int, rs) -> list:

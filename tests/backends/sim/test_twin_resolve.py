@@ -1,6 +1,6 @@
 """`faulthook.resolve` visits only the revisions that carry effects or config faults (`faulthook._weights`);
 its definition weighs every revision with ready pods and the current revision of a service without any
-(`faulthook._weights_plain`). At every state refresh of reference runs with their fault schedules, and of
+(`_weights_plain` below). At every state refresh of reference runs with their fault schedules, and of
 hand-made runs with revision-bound effects on services with no ready pod left, config faults, flags,
 rollbacks and node loss, the resolution equals the one made with the definition's weights, field for
 field and in order."""
@@ -11,6 +11,27 @@ import pytest
 from faults.effects import Effect, Marker
 from sremarathon_env import marathon as M
 from sremarathon_env.backends.sim import SimBackend, faulthook
+
+
+def _weights_plain(sim) -> list:
+    """The definition of `_weights`' order and weights: every revision with ready pods, by Deployment and
+    its ReplicaSets' order, and the current revision of a service without any (weight 1)."""
+    c = sim.cluster
+    n = len(c.pods)
+    up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]
+    per_rs = np.bincount(c.p_rs[:n][up], minlength=len(c.rs_by_id)).tolist()
+    per_svc = np.bincount(c.p_svc[:n][up], minlength=sim.m.S).tolist()
+    weights = []
+    for dep in c.deployments.values():
+        live = per_svc[dep.svc]
+        if live:
+            for rs in dep.rss:
+                k = per_rs[rs.id]
+                if k:
+                    weights.append((dep.svc, rs, k / live))
+        else:
+            weights.append((dep.svc, dep.current, 1.0))
+    return weights
 
 
 def _same_resolution(a: faulthook.Resolution, b: faulthook.Resolution) -> None:
@@ -34,8 +55,8 @@ def checked(monkeypatch):
 
     def both(sim, t):
         got = resolve(sim, t)
-        plain = faulthook._weights_plain(sim)
-        monkeypatch.setattr(faulthook, "_weights", faulthook._weights_plain)
+        plain = _weights_plain(sim)
+        monkeypatch.setattr(faulthook, "_weights", _weights_plain)
         try:
             want = resolve(sim, t)
         finally:
