@@ -48,6 +48,22 @@ def replicas_error(replicas: Any) -> str | None:
     return None
 
 
+def patched(current: dict, changes: dict | None, text: bool = False) -> dict:
+    """A copy of ``current`` with a deploy's ``changes`` applied (files by path, env by name): a value of None
+    removes its key, any other sets it (as its ``str`` where ``text``, as environment values are kept).
+
+    >>> patched({"a": "1", "b": "2"}, {"b": None, "c": 3}, text=True)
+    {'a': '1', 'c': '3'}
+    """
+    out = dict(current)
+    for k, v in (changes or {}).items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = str(v) if text else v
+    return out
+
+
 def merge_resources(current: dict[str, Any], **given: Any) -> tuple[dict | None, dict, str | None]:
     """Apply ``set_resources`` arguments (``cpu_request_m``, ``cpu_limit_m``, ``mem_request_mi``,
     ``mem_limit_mi``; None = unchanged) to a container's current resources.

@@ -47,7 +47,7 @@ from apps import load_app
 from apps.manifests import container_json, manifests
 from apps.spec import AppSpec
 from faults.effects import Effect
-from sremarathon_env.backends.arguments import KIND_PLURALS, env_key_error, merge_resources, replicas_error
+from sremarathon_env.backends.arguments import KIND_PLURALS, env_key_error, merge_resources, patched, replicas_error
 from sremarathon_env.backends.base import EntryEvidence, OpResult
 from sremarathon_env.backends.kubernetes.rest import MERGE, ApiError, KubeRest
 from sremarathon_env.backends.kubernetes.stages import FAULT_ANNOTATION, HEALED, NODE_FAULT_LABEL
@@ -454,12 +454,7 @@ class KubernetesBackend:
         cur_rs = self._current_rs(service, dep)
         cur_hash = self._hash(cur_rs) if cur_rs else ""
         cur_files = self.files_of(service, cur_hash)
-        new_files = dict(cur_files)
-        for path, text in (files or {}).items():
-            if text is None:
-                new_files.pop(path, None)
-            else:
-                new_files[path] = text
+        new_files = patched(cur_files, files)
         c0 = dep["spec"]["template"]["spec"]["containers"][0]
         image, tag = c0["image"].rsplit(":", 1) if ":" in c0["image"].rsplit("/", 1)[-1] else (c0["image"], "latest")
         parent = self._meta.get((service, cur_hash), self._initial_meta(service))["sha"]

@@ -23,7 +23,7 @@ import numpy as np
 from apps import load_app
 from apps.spec import AppSpec
 from faults.effects import Effect
-from sremarathon_env.backends.arguments import env_key_error, merge_resources, replicas_error
+from sremarathon_env.backends.arguments import env_key_error, merge_resources, patched, replicas_error
 from sremarathon_env.backends.base import EntryEvidence, OpResult
 from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
@@ -1103,18 +1103,8 @@ class SimBackend:
                 return OpResult(False, f"deploy effects must be revision-bound, got bind={e.bind!r}")
         cur = dep.current
         cur_files = self.files_of(cur)
-        new_files = dict(cur_files)
-        for path, text in (files or {}).items():
-            if text is None:
-                new_files.pop(path, None)
-            else:
-                new_files[path] = text
-        new_env = dict(cur.template["env"])
-        for k, v in (env or {}).items():
-            if v is None:
-                new_env.pop(k, None)
-            else:
-                new_env[k] = str(v)
+        new_files = patched(cur_files, files)
+        new_env = patched(cur.template["env"], env, text=True)
         # the commit's sha and the new template's hash: pure functions of this state and this call, found where
         # a taped run made the same calls (`_Tape.deploys`), kept there by the taped run itself
         kept = self._tape.deploys if self._tape is not None else None

@@ -61,6 +61,7 @@ def deploys_checked(monkeypatch):
     revision it made; counts of deploys whose hashes were found in a taped run and of the others."""
     import hashlib
 
+    from sremarathon_env.backends.arguments import patched
     from sremarathon_env.backends.sim import backend as backend_mod
     from sremarathon_env.backends.sim.util import canonical, template_hash
 
@@ -72,18 +73,8 @@ def deploys_checked(monkeypatch):
         before = None
         if dep is not None:   # the definition's inputs, before the call
             cur = dep.current
-            new_files = dict(self.files_of(cur))
-            for path, text in (files or {}).items():
-                if text is None:
-                    new_files.pop(path, None)
-                else:
-                    new_files[path] = text
-            new_env = dict(cur.template["env"])
-            for k, v in (env or {}).items():
-                if v is None:
-                    new_env.pop(k, None)
-                else:
-                    new_env[k] = str(v)
+            new_files = patched(self.files_of(cur), files)
+            new_env = patched(cur.template["env"], env, text=True)
             body = canonical([self.meta_of(cur)["sha"], author, message, self._now, new_files, new_env, image_tag])
             before = hashlib.sha1(body.encode()).hexdigest()
         made = [0]
