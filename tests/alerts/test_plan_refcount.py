@@ -7,6 +7,7 @@ fallback node), on a healthy twin run through the alert engine, and on a plan th
 from __future__ import annotations
 
 import gc
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import numpy as np
@@ -31,6 +32,19 @@ def _grow(store, rng, k):
     store.n_ticks = max(store.n_ticks, k + 1)
 
 
+@contextmanager
+def _collector_off():
+    """The cyclic collector off (after one collection of what came before), as it was again afterwards."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _collect_quietly() -> int:
     """Cyclic garbage found now (the collector is off around the checks)."""
     return gc.collect()
@@ -41,10 +55,7 @@ def test_dropped_plans_and_rebuilds_leave_no_cyclic_garbage():
     extra = [SimpleNamespace(name="generic", node=PromQLEngine(MetricStore()).compile(
         'quantile_over_time(0.5, kube_pod_status_ready[2m]) + on (pod) group_left kube_pod_status_ready'))]
     rng = np.random.default_rng(3)
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with _collector_off():
         for attempt in range(3):
             store = MetricStore(step_s=15.0)
             plan = PackPlan(PromQLEngine(store), list(rules) + extra)
@@ -62,9 +73,6 @@ def test_dropped_plans_and_rebuilds_leave_no_cyclic_garbage():
             found = _collect_quietly()
             if attempt:
                 assert found == 0, attempt
-    finally:
-        if was:
-            gc.enable()
 
 
 def test_dropped_alert_engine_leaves_no_cyclic_garbage():
@@ -75,10 +83,7 @@ def test_dropped_alert_engine_leaves_no_cyclic_garbage():
     sim = SimBackend(load_app("online-boutique"), seed=0)
     for k in range(1, 6):
         sim.advance_to(k * 120.0)
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with _collector_off():
         for attempt in range(3):
             eng = AlertEngine(pack, sim.store)
             for k in range(1, 6):
@@ -87,6 +92,3 @@ def test_dropped_alert_engine_leaves_no_cyclic_garbage():
             found = _collect_quietly()
             if attempt:
                 assert found == 0, attempt
-    finally:
-        if was:
-            gc.enable()
