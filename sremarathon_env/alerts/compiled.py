@@ -105,7 +105,7 @@ def _load():
         return None
     ns = _Namespace()
     ns.version = numba.__version__
-    ns.window, ns.extend = _define(numba)
+    ns.window, ns.extend, ns.program = _define(numba)
     ns.load_cpu_s = 0.0
 
     def warm_up():
@@ -117,6 +117,10 @@ def _load():
         ns.extend(np.array([data.ctypes.data], np.intp), np.array([[1, 2]], np.intp), np.array([0, 1], np.intp),
                   np.zeros(1, np.intp), np.zeros(1, np.intp), 0, 1, False, cells, ints, 2)
         ns.window(cells, ints, 2, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64, 0, 15000, 1, 2, False, False)
+        # the plan program (program.py): one constant into a one-row arena
+        ins = np.zeros((1, PROGRAM_FIELDS), np.int64)
+        ns.program(ins, np.zeros(0, np.int64), np.ones(1), 0, 1, np.zeros((1, 2)), np.zeros((0, 2), np.bool_),
+                   np.zeros(0, np.intp), np.zeros((0, 2), np.intp), np.zeros((0, 2), np.int64), np.zeros((0, 2), np.bool_))
 
     ns.warm_up = warm_up
     return ns
@@ -126,11 +130,15 @@ def _load():
 #: enter numba's cache key (pickled per process: a cache miss, a compile, in every process)
 _f64_at = None
 _carray = None
+_binop = None
+
+#: columns of a plan program's instruction rows (see ``program``)
+PROGRAM_FIELDS = 16
 
 
 def _define(numba):
     """The kernels, compiled lazily by numba at their first call (cached on disk)."""
-    global _f64_at, _carray
+    global _f64_at, _carray, _binop
     from numba import types
     from numba.extending import intrinsic
 
@@ -357,5 +365,225 @@ def _define(numba):
                     LR[c, s] = lr
         return 1
 
-    return window, extend
+    @njit(cache=True, error_model="numpy")
+    def binop(code, a, b):
+        # one arithmetic (0 + 1 - 2 * 3 / 4 %) or comparison (10 == 11 != 12 > 13 < 14 >= 15 <=, as 1.0 / 0.0) of
+        # two float64: the ufuncs of vectorops.ARITH_FUNCS / CMP_FUNCS on one element (% is fmod, exact)
+        if code == 0:
+            return a + b
+        if code == 1:
+            return a - b
+        if code == 2:
+            return a * b
+        if code == 3:
+            return a / b
+        if code == 4:
+            return np.fmod(a, b)
+        if code == 10:
+            c = a == b
+        elif code == 11:
+            c = a != b
+        elif code == 12:
+            c = a > b
+        elif code == 13:
+            c = a < b
+        elif code == 14:
+            c = a >= b
+        else:
+            c = a <= b
+        return 1.0 if c else 0.0
+
+    _binop = binop
+
+    @njit(cache=True, error_model="numpy")
+    def program(ins, ipool, fpool, i0, i1, V, P, addrs, shapes, jcols, okm):
+        # instructions i0 .. i1 - 1 of a plan program (program.py documents the fields and each operation's numpy
+        # definition, which this follows operation by operation). V / P: the arena of values and presence, one row
+        # per series, a column per evaluation time. Returns -1 when done, else the index of the instruction that
+        # stopped it (nothing after it ran): a max / min met 0.0 against -0.0 (numpy's loops differ in which they
+        # keep), or a selector row / column outside its family's store array.
+        T = V.shape[1]
+        for i in range(i0, i1):
+            op = ins[i, 0]
+            sub = ins[i, 1]
+            n = ins[i, 2]
+            vo = ins[i, 3]
+            po = ins[i, 4]
+            av = ins[i, 5]
+            ap = ins[i, 6]
+            an = ins[i, 7]
+            bv = ins[i, 8]
+            bp = ins[i, 9]
+            x0 = ins[i, 11]
+            x1 = ins[i, 12]
+            x2 = ins[i, 13]
+            fl = ins[i, 14]
+            if op == 0:     # constant
+                c = fpool[x0]
+                for t in range(T):
+                    V[vo, t] = c
+            elif op == 1:   # selector: row r is (family ipool[x0 + 2r], store row ipool[x0 + 2r + 1]) at columns jcols[x1]
+                for t in range(T):
+                    if jcols[x1, t] < 0:
+                        return i
+                for r in range(n):
+                    f = ipool[x0 + 2 * r]
+                    row = ipool[x0 + 2 * r + 1]
+                    if row < 0 or row >= shapes[f, 0]:
+                        return i
+                    data = _carray(_f64_at(addrs[f]), (shapes[f, 0], shapes[f, 1]))
+                    for t in range(T):
+                        j = jcols[x1, t]
+                        if j >= shapes[f, 1]:
+                            return i
+                        x = data[row, j]
+                        V[vo + r, t] = x
+                        P[po + r, t] = x == x and okm[x1, t]
+            elif op == 2:   # aggregation: sub = op (0 sum 1 count 2 group 3 max 4 min) + 8 * mode
+                agg = sub % 8
+                mode = sub // 8
+                if mode == 0:   # one row per group: group g is row ipool[x0 + g] (x0 < 0: row g); P aliases
+                    for g in range(n):
+                        r = ipool[x0 + g] if x0 >= 0 else g
+                        for t in range(T):
+                            pr = P[ap + r, t]
+                            if agg == 0:
+                                V[vo + g, t] = V[av + r, t] if pr else 0.0
+                            elif agg == 1:
+                                V[vo + g, t] = 1.0 if pr else 0.0
+                            elif agg == 2:
+                                V[vo + g, t] = 1.0
+                            else:
+                                V[vo + g, t] = V[av + r, t] if pr else np.nan
+                            P[po + g, t] = pr
+                elif mode == 1:   # one group of all rows
+                    for t in range(T):
+                        anyp = False
+                        k = 0
+                        acc = 0.0
+                        for r in range(an):
+                            pr = P[ap + r, t]
+                            if pr:
+                                anyp = True
+                                k += 1
+                            if agg == 0:
+                                w = V[av + r, t] if pr else 0.0
+                                acc = w if r == 0 else acc + w
+                            elif agg >= 3:
+                                w = V[av + r, t] if pr else np.nan
+                                if r == 0:
+                                    acc = w
+                                elif acc != acc:
+                                    acc = w
+                                elif w == w:
+                                    if (w > acc) if agg == 3 else (w < acc):
+                                        acc = w
+                                    elif w == acc and acc == 0.0 and np.signbit(w) != np.signbit(acc):
+                                        return i
+                        if agg == 1:
+                            acc = np.float64(k)
+                        elif agg == 2:
+                            acc = 1.0
+                        V[vo, t] = acc
+                        P[po, t] = anyp
+                elif agg <= 2:   # groups: row r adds to group ipool[x0 + r], rows in input order, from -0.0
+                    for g in range(n):
+                        for t in range(T):
+                            V[vo + g, t] = -0.0 if agg == 0 else (0.0 if agg == 1 else 1.0)
+                            P[po + g, t] = False
+                    for r in range(an):
+                        g = ipool[x0 + r]
+                        for t in range(T):
+                            pr = P[ap + r, t]
+                            if pr:
+                                P[po + g, t] = True
+                            if agg == 0:
+                                V[vo + g, t] = V[vo + g, t] + (V[av + r, t] if pr else 0.0)
+                            elif agg == 1 and pr:
+                                V[vo + g, t] = V[vo + g, t] + 1.0
+                else:   # max / min of groups: group g's rows are ipool[x1 + starts[g] ...] (x1 < 0: in order),
+                    # starts at ipool[x2 + g]
+                    for g in range(n):
+                        s0 = ipool[x2 + g]
+                        s1 = ipool[x2 + g + 1] if g + 1 < n else an
+                        for t in range(T):
+                            anyp = False
+                            acc = 0.0
+                            for k in range(s0, s1):
+                                r = ipool[x1 + k] if x1 >= 0 else k
+                                pr = P[ap + r, t]
+                                if pr:
+                                    anyp = True
+                                w = V[av + r, t] if pr else np.nan
+                                if k == s0:
+                                    acc = w
+                                elif acc != acc:
+                                    acc = w
+                                elif w == w:
+                                    if (w > acc) if agg == 3 else (w < acc):
+                                        acc = w
+                                    elif w == acc and acc == 0.0 and np.signbit(w) != np.signbit(acc):
+                                        return i
+                            V[vo + g, t] = acc
+                            P[po + g, t] = anyp
+            elif op == 3:   # vector and scalar: fl bit 0 scalar on the left, bit 1 bool, bit 2 constant fpool[x0]
+                # (else the scalar row at bv); arithmetic: P aliases; a filter: V aliases; bool: P aliases
+                left = (fl & 1) != 0
+                rb = (fl & 2) != 0
+                for t in range(T):
+                    s = fpool[x0] if (fl & 4) != 0 else V[bv, t]
+                    for r in range(n):
+                        x = V[av + r, t]
+                        res = _binop(sub, s, x) if left else _binop(sub, x, s)
+                        if sub < 10 or rb:
+                            V[vo + r, t] = res
+                        else:
+                            P[po + r, t] = P[ap + r, t] and res != 0.0
+            elif op == 4:   # vector and vector: a the many side (rows ipool[x0 + k], x0 < 0: row k), b the one side
+                # (rows ipool[x1 + k]); fl bit 0: b is the left operand (one-to-many), bit 1 bool
+                swap = (fl & 1) != 0
+                rb = (fl & 2) != 0
+                for k in range(n):
+                    mr = ipool[x0 + k] if x0 >= 0 else k
+                    orow = ipool[x1 + k] if x1 >= 0 else k
+                    for t in range(T):
+                        mv = V[av + mr, t]
+                        ov = V[bv + orow, t]
+                        pr = P[ap + mr, t] and P[bp + orow, t]
+                        vl = ov if swap else mv
+                        vr = mv if swap else ov
+                        res = _binop(sub, vl, vr)
+                        if sub < 10 or rb:
+                            V[vo + k, t] = res
+                        else:
+                            V[vo + k, t] = vl
+                            pr = pr and res != 0.0
+                        P[po + k, t] = pr
+            elif op == 5:   # and / unless (sub 0 / 1): left row r against the right rows of signature ipool[x2 + r]
+                # (x2 + r == x2 + G: none): ipool[x0 + starts[g] ...] (x0 < 0: in order), starts at ipool[x1 + g];
+                # fl: G (-1: no right rows). V aliases
+                G = fl
+                if G < 0:
+                    for r in range(n):
+                        for t in range(T):
+                            P[po + r, t] = False if sub == 0 else P[ap + r, t]
+                else:
+                    union = np.zeros((G + 1, T), dtype=np.bool_)
+                    nr = ins[i, 10]
+                    for g in range(G):
+                        s1 = ipool[x1 + g + 1] if g + 1 < G else nr
+                        for k in range(ipool[x1 + g], s1):
+                            r = ipool[x0 + k] if x0 >= 0 else k
+                            for t in range(T):
+                                if P[bp + r, t]:
+                                    union[g, t] = True
+                    for r in range(n):
+                        g = ipool[x2 + r]
+                        for t in range(T):
+                            m = union[g, t]
+                            lp = P[ap + r, t]
+                            P[po + r, t] = (lp and m) if sub == 0 else (lp and not m)
+        return -1
+
+    return window, extend, program
 

@@ -43,6 +43,7 @@ from . import syntax as S
 from .engine import PromQLEngine, _bucket_quantile, _Ctx, match_rows
 from .limits import QueryError
 from .rangefuncs import RANGE_FUNCS
+from .compiled import kernels
 from .tape import CODES, KernelSpec, Tape, window_kernel
 from .values import (_NONE, Scal, Vec, Win, drop_names, edited_from, grown_from, has_dup, memo, memo_get,
                      note_grown)
@@ -775,6 +776,9 @@ class PackPlan:
         self._last_labels: dict[str, list] = {}  # per node key, the label list of its last build
         self._sel_now: dict[str, tuple] | None = None  # _selection's results in the running build (None: no build)
         self.excluded = 0  # rows left out at the last build
+        self._prog: tuple | None = None  # (roots, kernel group, program.Program or None) of the build lowered last
+        self.lower_cpu_s = 0.0  # CPU seconds spent lowering builds into programs (a diagnostic, like build_cpu_s)
+        self.program_calls = 0  # calls the program evaluated (a diagnostic; the others ran the numpy nodes)
 
     # ------------------------------------------------------------------ signature and build
     def _read_families(self) -> tuple:
@@ -1438,14 +1442,42 @@ class PackPlan:
         with np.errstate(all="ignore"):
             return self._evaluate_roots(E, times)
 
+    def _program_values(self, E: _Env):
+        """Every rule's root values by the compiled program of this build (``program.py``), or None: the numpy
+        nodes evaluate the call (``PROGRAM`` off, the compiled kernels off, no evaluation time, a node type the
+        program does not take, or the program stopped: see ``Program.run``). Lowered once per build, at the
+        build's first call (the program holds this build's root list: a rebuild makes a new one)."""
+        if not PROGRAM or not E.T:
+            return None
+        nb = kernels()
+        if nb is None:
+            return None
+        rec = self._prog
+        if rec is None or rec[0] is not self._roots or rec[1] is not self._kernel:
+            c0 = time.process_time()
+            rec = self._prog = (self._roots, self._kernel, _lower(self))
+            self.lower_cpu_s += time.process_time() - c0
+        prog = rec[2]
+        if prog is None:
+            return None
+        vals = prog.run(E, nb)
+        if vals is not None:
+            self.program_calls += 1
+        return vals
+
     def _evaluate_roots(self, E: _Env, times: np.ndarray) -> list:
         out: list = []
         empty = None
-        for rule, root in zip(self.rules, self._roots):
+        vals = self._program_values(E)
+        for i, (rule, root) in enumerate(zip(self.rules, self._roots)):
             if root is not None and not root.labels:
                 if empty is None:
                     empty = Vec.empty(E.T)
                 out.append(empty)
+                continue
+            if vals is not None and root is not None:
+                v, p = vals[i]
+                out.append(Vec(root.labels, v, p))
                 continue
             if root is not None:
                 try:
@@ -1459,6 +1491,16 @@ class PackPlan:
             except QueryError as err:
                 out.append(err)
         return out
+
+
+#: whether calls are evaluated by the compiled program of each build (``program.py``) where the compiled kernels
+#: are on (False: always the numpy nodes; the tests compare both)
+PROGRAM = True
+
+
+def _lower(plan: PackPlan):
+    from .program import lower   # (program.py reads this module's node types)
+    return lower(plan)
 
 
 #: what a plan reads of its rules (any name-less selector, sorted metric names, the names each rule reads, how far

@@ -1,0 +1,293 @@
+"""The compiled plan program (``program.py``) gives the numpy plan nodes' results bit for bit: every rule's values
+(signed zeros, infinities, NaN positions) and presence, on random stores with special values for each lowered
+operation (aggregations of every layout, vector-scalar and vector-vector operators incl. ``%``, filters and
+``bool``, ``and`` / ``unless``, numpy nodes between lowered ones), on growing stores (rebuilds, lowering reuse),
+and on twin runs of the three apps with faults. Where numpy has no single answer (max / min of 0.0 and -0.0) or
+a numpy node raises, the call runs the numpy path."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from sremarathon_env.alerts import PromQLEngine, compiled, load_rule_pack
+from sremarathon_env.alerts import plan as PL
+from sremarathon_env.alerts.program import BINOPS, lower
+from sremarathon_env.alerts.values import Vec
+from sremarathon_env.telemetry.store import MetricStore
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture(autouse=True)
+def _numba_on(monkeypatch):
+    monkeypatch.setenv("SREMARATHON_NUMBA", "1")
+    assert compiled.warm() is not None
+    yield
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    return np.where(np.isnan(a), np.nan, a).view(np.int64)
+
+
+def _same(x, y, what) -> None:
+    assert type(x) is type(y), what
+    if not isinstance(x, Vec):
+        assert str(x) == str(y), what
+        return
+    assert x.labels == y.labels, what
+    assert x.v.shape == y.v.shape and x.p.shape == y.p.shape, what
+    assert np.array_equal(x.p, y.p), what
+    assert np.array_equal(_bits(x.v), _bits(y.v)), (what, x.v, y.v)
+
+
+def _both(plan, times, names, what=""):
+    """The call by the program and by the numpy nodes (same plan, same build), compared; the program's count."""
+    before = plan.program_calls
+    PL.PROGRAM = True
+    try:
+        got = plan.evaluate(times)
+    finally:
+        PL.PROGRAM = False
+    try:
+        want = plan.evaluate(times)
+    finally:
+        PL.PROGRAM = True
+    for name, x, y in zip(names, got, want):
+        _same(x, y, (what, name))
+    return plan.program_calls - before
+
+
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, 0.1, 3.0, -7.5, 1.0])
+
+
+def _vals(rng, n, zero_ties: bool) -> np.ndarray:
+    v = np.where(rng.random(n) < 0.5, SPECIAL[rng.integers(len(SPECIAL), size=n)], rng.normal(0, 3, n).round(1))
+    if not zero_ties:
+        v[v == 0] = 0.0    # no -0.0: max / min never meet 0.0 against -0.0
+    return v
+
+
+EXPRS = [
+    # aggregations: groups, one group, singletons (in and out of row order)
+    "sum by (g) (a)", "count by (g) (a)", "group by (g) (a)", "max by (g) (a)", "min by (g) (a)",
+    "sum(a)", "count(a)", "group(a)", "max(a)", "min(a)", "sum without (i) (a)", "max without (g) (a)",
+    "sum by (h, i, g) (a)", "count by (i, h) (a)", "max by (h, i) (a)", "min by (i, g, h) (a)", "group by (h, i) (a)",
+    "sum by (g) (rate(c_total[2m]))", "max by (h) (increase(c_total[5m]))", "min by (g) (c_total)",
+    # vector and scalar, both sides, bool, filters
+    "a + 1", "2 - a", "a * -1", "a / 0", "0 / a", "a % 3", "-7.5 % a", "a % 0", "a > 0", "0 < a", "a >= 1",
+    "a <= -0", "a == 0", "a != 3", "a > bool 0", "1 == bool a", "a != bool 0.1", "a < bool 3",
+    "a > scalar(sum(b))", "scalar(b{g=\"g1\"}) - a", "a ^ 2", "2 ^ a",
+    # vector and vector: one-to-one, many-to-one, one-to-many, filters, bool
+    "sum by (g) (a) - b", "b / sum by (g) (a)", "sum by (g) (a) % b", "b != sum by (g) (a)",
+    "a / on (g) group_left b", "b - on (g) group_right a", "a > on (g) group_left b",
+    "a >= bool on (g) group_left b", "b < on (g) group_right a", "a % on (g) group_left b",
+    "a atan2 on (g) group_left b",
+    # and / unless, matched, unmatched, nothing on the right
+    "a and on (g) b", "a unless on (g) b", "a and on (g) b > 1", "a unless on (h) d", "a and d", "a unless nothing_here",
+    "a and on (g) nothing_here",
+    # chains through numpy nodes and passes
+    "max by (g) (a / on (g) group_left b) > 0.5", "sum by (g) (label_replace(a, \"g\", \"$1\", \"h\", \"(.*)\")) * 2",
+    "histogram_quantile(0.9, sum by (le, g) (rate(hb_bucket[5m]))) > 0.1",
+    "histogram_quantile(0.5, sum by (le) (rate(hb_bucket[5m]))) * on () group_left sum(b)",
+    "max_over_time(a[2m]) - min_over_time(a[3m])", "count(max_over_time(a[1m]) > 0) + 1",
+    "sum by (g) (a) / count by (g) (a) > bool 0",
+]
+
+
+def _random_store(rng, n_ticks: int, zero_ties: bool):
+    store = MetricStore(step_s=15.0, capacity=8)
+    a = store.family("a", ("i", "g", "h"))
+    b = store.family("b", ("g",))
+    c = store.family("c_total", ("i", "g", "h"))
+    d = store.family("d", ("h",))
+    hb = store.family("hb_bucket", ("g", "le"))
+    return store, (a, b, c, d, hb)
+
+
+def _write(rng, store, fams, tick, n_a, zero_ties):
+    a, b, c, d, hb = fams
+    keys = [(f"i{k:02d}", f"g{int(x)}", f"h{int(y)}") for k, (x, y) in
+            enumerate(zip(rng.permutation(n_a) % 3, rng.permutation(n_a) % 4))]
+    # (row order differs from label order: selections are permuted)
+    keys = keys[::-1] if tick % 2 else keys
+    keys = list(dict.fromkeys(keys))
+    store.write(a, a.rows(keys), tick, _vals(rng, len(keys), zero_ties))
+    store.write(c, c.rows(keys), tick, np.floor(tick / 3) + rng.integers(0, 3, size=len(keys)).astype(float))
+    store.write(b, b.rows([("g0",), ("g1",), ("g2",)]), tick, _vals(rng, 3, zero_ties))
+    store.write(d, d.rows([("h1",), ("h3",)]), tick, rng.integers(0, 2, size=2).astype(float))
+    les = ["0.1", "0.5", "1", "+Inf"]
+    for g in ("g0", "g1"):
+        cum = np.cumsum(rng.integers(0, 5, size=len(les))).astype(float) + tick * 4
+        store.write(hb, hb.rows([(g, le) for le in les]), tick, cum)
+
+
+@pytest.mark.parametrize("zero_ties", [False, True])
+def test_program_equals_numpy_nodes_on_random_stores(zero_ties):
+    rng = np.random.default_rng(5 + zero_ties)
+    ran = calls = 0
+    for case in range(4):
+        store, fams = _random_store(rng, 40, zero_ties)
+        eng = PromQLEngine(store)
+        rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(EXPRS)]
+        plan = PL.PackPlan(eng, rules)
+        n_a = 5
+        for tick in range(40):
+            if tick % 7 == 3:
+                n_a += int(rng.integers(1, 4))    # new series: a rebuild
+            _write(rng, store, fams, tick, n_a, zero_ties)
+            if tick < 2:
+                continue
+            T = int(rng.integers(1, 9))
+            times = np.arange(tick - T + 1, tick + 1, dtype=np.int64) * 15000 + int(rng.integers(0, 15000))
+            ran += _both(plan, times, EXPRS, (zero_ties, case, tick))
+            calls += 1
+        assert plan.builds >= 5
+    # (a / b makes -0.0 next to 0.0 under a max now and then even without -0.0 in the store: the numpy path)
+    assert calls // 3 < ran < calls
+
+
+def test_program_stops_at_max_min_of_signed_zeros():
+    """0.0 against -0.0 in a max / min (numpy's loops keep either): the call is the numpy path's; without such a
+    pair, the program's."""
+    store = MetricStore(step_s=15.0)
+    a = store.family("a", ("i", "g"))
+    exprs = ["max(a)", "min by (g) (a)", "sum(a)"]
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(exprs)]
+    plan = PL.PackPlan(eng, rules)
+    rows = a.rows([("1", "x"), ("2", "x"), ("3", "y")])
+    for tick, vals in enumerate(([1.0, 0.0, -0.0], [0.0, -0.0, 1.0], [-0.0, 0.0, 1.0], [2.0, 0.0, -0.0])):
+        store.write(a, rows, tick, np.array(vals))
+        ran = _both(plan, np.array([tick * 15000], dtype=np.int64), exprs, tick)
+        assert ran == (tick in (0, 3)), tick
+
+
+def test_program_lowers_every_common_node_type():
+    """Of the random store's plan, only the node types without a lowering are numpy steps."""
+    rng = np.random.default_rng(1)
+    store, fams = _random_store(rng, 10, False)
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(EXPRS)]
+    plan = PL.PackPlan(eng, rules)
+    for tick in range(10):
+        _write(rng, store, fams, tick, 6, False)
+    plan.evaluate(np.arange(2, 10, dtype=np.int64) * 15000)
+    prog = lower(plan)
+    kinds = {type(st[0]).__name__ + (":" + st[0].op if hasattr(st[0], "op") else "")
+             for steps in prog.steps for st in steps}
+    assert kinds == {"_HistQuantile", "_Generic", "_Range", "_VecScalar:^", "_VecVec:atan2"}, kinds
+    ops = set(prog.ins[:, 0].tolist())
+    assert ops == {0, 1, 2, 3, 4, 5}, ops
+
+
+@pytest.mark.parametrize("op", sorted(BINOPS))
+def test_binop_equals_numpy_ufunc(op):
+    """``compiled.binop`` on every pair of special values (and random ones) is the numpy ufunc's result."""
+    from sremarathon_env.alerts.vectorops import ARITH_FUNCS, CMP_FUNCS
+
+    nb = compiled.warm()
+    rng = np.random.default_rng(2)
+    xs = np.concatenate([SPECIAL, -SPECIAL, rng.normal(0, 1e3, 60), rng.integers(-9, 9, 40).astype(float)])
+    code = BINOPS[op]
+    ins = np.zeros((1, compiled.PROGRAM_FIELDS), np.int64)
+    n = len(xs)
+    with np.errstate(all="ignore"):
+        want = (ARITH_FUNCS[op](xs[:, None], xs[None, :]) if op in ARITH_FUNCS
+                else CMP_FUNCS[op](xs[:, None], xs[None, :]).astype(np.float64))
+    # one vector-scalar instruction per right operand: V rows 0..n-1 the left values, row n the right scalar
+    for k in range(n):
+        V = np.zeros((2 * n + 1, 1))
+        V[:n, 0] = xs
+        V[2 * n, 0] = xs[k]
+        P = np.ones((n, 1), bool)
+        ins[0] = [3, code, n, n, 0, 0, 0, n, 2 * n, 0, 0, 0, 0, 0, 2 if code >= 10 else 0, 0]
+        assert nb.program(ins, np.zeros(0, np.int64), np.ones(1), 0, 1, V, P, np.zeros(0, np.intp),
+                          np.zeros((0, 2), np.intp), np.zeros((0, 1), np.int64), np.zeros((0, 1), bool)) == -1
+        assert np.array_equal(_bits(V[n:2 * n, 0]), _bits(want[:, k])), (op, xs[k])
+
+
+def test_program_stops_where_a_numpy_node_raises(monkeypatch):
+    """A numpy step that raises: the call is the numpy path's (the rule then takes the generic evaluator)."""
+    rng = np.random.default_rng(4)
+    store, fams = _random_store(rng, 12, False)
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(EXPRS)]
+    plan = PL.PackPlan(eng, rules)
+    for tick in range(12):
+        _write(rng, store, fams, tick, 6, False)
+    times = np.arange(4, 12, dtype=np.int64) * 15000
+    assert _both(plan, times, EXPRS) == 1
+
+    def boom(self, E):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(PL._HistQuantile, "compute", boom)
+    assert _both(plan, times, EXPRS) == 0
+    fresh = PromQLEngine(store)
+    out = plan.evaluate(times)
+    k = EXPRS.index("histogram_quantile(0.9, sum by (le, g) (rate(hb_bucket[5m]))) > 0.1")
+    _same(out[k], fresh.evaluate(rules[k].node, times), "generic")
+
+
+def test_program_off_without_compiled_kernels(monkeypatch):
+    rng = np.random.default_rng(4)
+    store, fams = _random_store(rng, 12, False)
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(EXPRS)]
+    plan = PL.PackPlan(eng, rules)
+    for tick in range(12):
+        _write(rng, store, fams, tick, 6, False)
+    monkeypatch.setenv("SREMARATHON_NUMBA", "0")
+    plan.evaluate(np.arange(4, 12, dtype=np.int64) * 15000)
+    assert plan.program_calls == 0 and plan._prog is None
+
+
+def _twin(app: str, seed: int):
+    from faults.effects import Effect
+    from apps import load_app
+    from sremarathon_env.backends.sim import SimBackend
+
+    svcs = [s.name for s in load_app(app).services]
+    sim = SimBackend(app, seed=seed)
+    plan = PL.PackPlan(PromQLEngine(sim.store), load_rule_pack().rules)
+    names = [r.name for r in load_rule_pack().rules]
+    effects = {1: Effect(kind="error_rate", service=svcs[1], rate=0.6), 3: Effect(kind="crash", service=svcs[2]),
+               5: Effect(kind="latency", service=svcs[3], ms=1500), 7: Effect(kind="not_ready", service=svcs[1])}
+    held = []
+    ran = 0
+    for k in range(1, 13):
+        if k in effects:
+            held.append(sim.apply_effect(effects[k]))
+        if k == 9:
+            sim.remove_effect(held.pop(0))
+        if k == 10:
+            sim.deploy(svcs[4], image_tag="bad", message="bump", author="dev")
+        sim.advance_to(k * 120.0)
+        times = (np.arange(8, dtype=np.int64) - 7) * 15000 + k * 120000
+        ran += _both(plan, times, names, (app, seed, k))
+    return ran, plan
+
+
+@pytest.mark.parametrize("app,seed", [("online-boutique", 1), ("online-boutique", 7), ("train-ticket", 3),
+                                      ("astronomy-shop", 2), ("astronomy-shop", 5)])
+def test_program_equals_numpy_nodes_on_twin_runs_with_faults(app, seed):
+    ran, plan = _twin(app, seed)
+    assert ran >= 10 and plan.builds >= 2
+
+
+def test_program_on_recorded_faulted_run():
+    from tests.alerts.twin import END_S, faulted_run
+
+    sim = faulted_run(2)
+    plan = PL.PackPlan(PromQLEngine(sim.store), load_rule_pack().rules)
+    names = [r.name for r in load_rule_pack().rules]
+    ran = 0
+    for end in range(120, int(END_S) + 1, 120):
+        times = (np.arange(8, dtype=np.int64) - 7) * 15000 + end * 1000
+        ran += _both(plan, times, names, end)
+    assert ran >= 15
