@@ -120,7 +120,8 @@ def _load():
         # the plan program (program.py): one constant into a one-row arena
         ins = np.zeros((1, PROGRAM_FIELDS), np.int64)
         ns.program(ins, np.zeros(0, np.int64), np.ones(1), 0, 1, np.zeros((1, 2)), np.zeros((0, 2), np.bool_),
-                   np.zeros(0, np.intp), np.zeros((0, 2), np.intp), np.zeros((0, 2), np.int64), np.zeros((0, 2), np.bool_))
+                   np.zeros(0, np.intp), np.zeros((0, 2), np.intp), np.zeros((0, 2), np.int64), np.zeros((0, 2), np.bool_),
+                   np.zeros((0, 2)), np.zeros((0, 2), np.bool_))
 
     ns.warm_up = warm_up
     return ns
@@ -396,10 +397,10 @@ def _define(numba):
     _binop = binop
 
     @njit(cache=True, error_model="numpy")
-    def program(ins, ipool, fpool, i0, i1, V, P, addrs, shapes, jcols, okm):
+    def program(ins, ipool, fpool, i0, i1, V, P, addrs, shapes, jcols, okm, KV, KP):
         # instructions i0 .. i1 - 1 of a plan program (program.py documents the fields and each operation's numpy
         # definition, which this follows operation by operation). V / P: the arena of values and presence, one row
-        # per series, a column per evaluation time. Returns -1 when done, else the index of the instruction that
+        # per series, a column per evaluation time; KV / KP: the kernel group's output (window_kernel). Returns -1 when done, else the index of the instruction that
         # stopped it (nothing after it ran): a max / min met 0.0 against -0.0 (numpy's loops differ in which they
         # keep), or a selector row / column outside its family's store array.
         T = V.shape[1]
@@ -559,6 +560,13 @@ def _define(numba):
                             V[vo + k, t] = vl
                             pr = pr and res != 0.0
                         P[po + k, t] = pr
+            elif op == 6:   # kernel range: rows av .. av + n - 1 of the kernel group's output
+                if av < 0 or av + n > KV.shape[0]:
+                    return i
+                for r in range(n):
+                    for t in range(T):
+                        V[vo + r, t] = KV[av + r, t]
+                        P[po + r, t] = KP[av + r, t]
             elif op == 5:   # and / unless (sub 0 / 1): left row r against the right rows of signature ipool[x2 + r]
                 # (x2 + r == x2 + G: none): ipool[x0 + starts[g] ...] (x0 < 0: in order), starts at ipool[x1 + g];
                 # fl: G (-1: no right rows). V aliases

@@ -1444,9 +1444,10 @@ class PackPlan:
 
     def _program_values(self, E: _Env):
         """Every rule's root values by the compiled program of this build (``program.py``), or None: the numpy
-        nodes evaluate the call (``PROGRAM`` off, the compiled kernels off, no evaluation time, a node type the
-        program does not take, or the program stopped: see ``Program.run``). Lowered once per build, at the
-        build's first call (the program holds this build's root list: a rebuild makes a new one)."""
+        nodes evaluate the call (``PROGRAM`` off, the compiled kernels off, no evaluation time, one of the build's
+        first ``LOWER_AFTER`` calls, a node type the program does not take, or the program stopped: see
+        ``Program.run``). Lowered once per build (the record holds this build's root list: a rebuild makes a new
+        one)."""
         if not PROGRAM or not E.T:
             return None
         nb = kernels()
@@ -1454,16 +1455,29 @@ class PackPlan:
             return None
         rec = self._prog
         if rec is None or rec[0] is not self._roots or rec[1] is not self._kernel:
-            c0 = time.process_time()
-            rec = self._prog = (self._roots, self._kernel, _lower(self))
-            self.lower_cpu_s += time.process_time() - c0
+            if LOWER_AFTER:
+                # (a build's first calls: the numpy nodes; most builds of a marathon serve one call, which would
+                # not earn back the lowering)
+                rec = self._prog = (self._roots, self._kernel, LOWER_AFTER)
+            else:
+                rec = self._lower_now()
+        elif type(rec[2]) is int:
+            rec = self._prog = (rec[0], rec[1], rec[2] - 1) if rec[2] > 1 else self._lower_now()
         prog = rec[2]
+        if type(prog) is int:
+            return None
         if prog is None:
             return None
         vals = prog.run(E, nb)
         if vals is not None:
             self.program_calls += 1
         return vals
+
+    def _lower_now(self) -> tuple:
+        c0 = time.process_time()
+        rec = self._prog = (self._roots, self._kernel, _lower(self))
+        self.lower_cpu_s += time.process_time() - c0
+        return rec
 
     def _evaluate_roots(self, E: _Env, times: np.ndarray) -> list:
         out: list = []
@@ -1496,6 +1510,8 @@ class PackPlan:
 #: whether calls are evaluated by the compiled program of each build (``program.py``) where the compiled kernels
 #: are on (False: always the numpy nodes; the tests compare both)
 PROGRAM = True
+#: calls of a build evaluated by the numpy nodes before it is lowered into a program (0: lowered at its first call)
+LOWER_AFTER = 1
 
 
 def _lower(plan: PackPlan):

@@ -49,7 +49,7 @@ from . import plan as PL
 from .compiled import PROGRAM_FIELDS
 
 #: operation codes of ``compiled.program``
-OP_CONST, OP_SEL, OP_AGG, OP_VS, OP_VV, OP_SET = 0, 1, 2, 3, 4, 5
+OP_CONST, OP_SEL, OP_AGG, OP_VS, OP_VV, OP_SET, OP_KCOPY = 0, 1, 2, 3, 4, 5, 6
 #: binary operator codes of ``compiled.binop`` (absent: not lowered, ``^`` and ``atan2``)
 BINOPS = {"+": 0, "-": 1, "*": 2, "/": 3, "%": 4, "==": 10, "!=": 11, ">": 12, "<": 13, ">=": 14, "<=": 15}
 AGGS = {"sum": 0, "count": 1, "group": 2, "max": 3, "min": 4}
@@ -98,69 +98,55 @@ class _Cant(Exception):
     """A node the program cannot take (an unknown node type): the plan stays on the numpy path."""
 
 
-# per node type: what does not depend on the program, kept on the node (``_lw``) with the fields it was made of
-# (by identity: a node whose fields were replaced is lowered afresh). Depends on these node fields (plan.py):
-# _Sel.flat / perm / sel; _Agg.op / G / gid / singletons / one_group / perm / order / starts; _VecScalar.op / rb /
-# left / const; _VecVec.op / rb / swap / mi / oi; _SetAndUnless.op / r_order / r_starts / lmap / r_ident;
-# _Range.kernel / group / a / b; _Pass.child; _HistQuantile.q / child; _Generic.children.
+def _same(xs: tuple, ys: tuple) -> bool:
+    """Whether two tuples hold the same objects, position by position (arrays by identity)."""
+    if len(xs) != len(ys):
+        return False
+    for x, y in zip(xs, ys):
+        if x is not y:
+            return False
+    return True
 
-def _static(node, fams: _Families):
-    cls = type(node)
-    if cls is PL._Sel:
-        key = (node.flat, node.perm)
-        hit = getattr(node, "_lw", None)
-        if hit is not None and hit[0][0] is key[0] and hit[0][1] is key[1]:
-            return hit[1]
-        f = np.concatenate([np.full(len(rows), fams.index(fam), dtype=np.int64) for fam, rows in node.flat])
-        r = np.concatenate([np.asarray(rows, dtype=np.int64) for _, rows in node.flat])
-        if node.perm is not None:
-            f, r = f[node.perm], r[node.perm]
-        pairs = np.empty(2 * len(r), dtype=np.int64)
-        pairs[0::2] = f
-        pairs[1::2] = r
-        out = (pairs, (node.sel.at_ms, node.sel.offset_ms))
-        node._lw = (key, out)
-        return out
+
+# What a node's instruction depends on: its type's fields below (plan.py; arrays by identity) and its children's arena
+# entries. A node keeps its last lowering in ``_lw`` = (generation, fields, children's entries, its entry, its
+# instruction row or None); where fields and children's entries are the same at the next lowering, the entry and the
+# row are taken as they are (a rebuild replaces only some nodes: the others keep their arena rows and pool arrays).
+# Fields read: _Sel.flat / perm / sel (at_ms, offset_ms); _Agg.op / G / gid / singletons / one_group / perm / order /
+# starts / child; _VecScalar.op / rb / left / const / vec / sc; _VecVec.op / rb / swap / mi / oi / lhs / rhs / labels;
+# _SetAndUnless.op / r_order / r_starts / lmap / r_ident / lhs / rhs; _Range.kernel / group / a / b; _Pass.child;
+# _Const.val; _HistQuantile.q / child; _Generic.children; any node's labels (length) and kind. An entry is
+# (value rows offset, presence rows offset, rows, level, lowered): ints only (a node's record holding the node
+# itself would be cyclic garbage once the node is dropped).
+
+def _fields(node, cls) -> tuple:
     if cls is PL._Agg:
-        key = (node.gid, node.perm, node.order, node.starts)
-        hit = getattr(node, "_lw", None)
-        if hit is not None and all(a is b for a, b in zip(hit[0], key)) and hit[2] == node.op:
-            return hit[1]
-        agg = AGGS[node.op]
-        if node.singletons:
-            out = (agg, (None if node.perm is None else np.asarray(node.perm, dtype=np.int64),), None)
-        elif node.one_group:
-            out = (agg + 8, (), None)
-        elif agg <= 2:
-            out = (agg + 16, (np.asarray(node.gid, dtype=np.int64),), None)
-        else:
-            out = (agg + 16, (None, None, None),
-                   (None if node.order is None else np.asarray(node.order, dtype=np.int64),
-                    np.asarray(node.starts, dtype=np.int64)))
-        node._lw = (key, out, node.op)
-        return out
+        return (node.op, node.gid, node.perm, node.order, node.starts)
+    if cls is PL._Sel:
+        return (node.flat, node.perm, node.sel)
+    if cls is PL._VecScalar:
+        # (a constant by its node: ``const`` is made afresh at each rebind, of the same node's value)
+        return (node.op, node.rb, node.left, node.sc if node.const is not None else None)
     if cls is PL._VecVec:
-        key = (node.mi, node.oi)
-        hit = getattr(node, "_lw", None)
-        if hit is not None and hit[0][0] is key[0] and hit[0][1] is key[1]:
-            return hit[1]
-        out = (None if node.mi is None else np.asarray(node.mi, dtype=np.int64),
-               None if node.oi is None else np.asarray(node.oi, dtype=np.int64))
-        node._lw = (key, out)
-        return out
+        return (node.op, node.rb, node.swap, node.mi, node.oi, node.labels)
     if cls is PL._SetAndUnless:
-        key = (node.r_order, node.r_starts, node.lmap)
-        hit = getattr(node, "_lw", None)
-        if hit is not None and all(a is b for a, b in zip(hit[0], key)):
-            return hit[1]
-        if node.r_starts is None:
-            out = None
-        else:
-            out = (None if node.r_ident else np.asarray(node.r_order, dtype=np.int64),
-                   np.asarray(node.r_starts, dtype=np.int64), np.asarray(node.lmap, dtype=np.int64))
-        node._lw = (key, out)
-        return out
-    raise AssertionError(cls)
+        return (node.op, node.r_order, node.r_starts, node.lmap)
+    if cls is PL._Const:
+        return (node.val,)
+    if cls is PL._Range:
+        return (node.kernel,)   # (a kernel range node's rows in the kernel output: checked apart, ``visit``)
+    return (node.labels, node.kind)
+
+
+def _real(node):
+    """The node whose value a ``_Pass`` chain gives (what a numpy step's child is given as)."""
+    while type(node) is PL._Pass:
+        node = node.child
+    return node
+
+
+_EMPTY_ENTRY = (0, 0, 0, -1, True)
+_ROW = np.dtype((np.void, 8 * PROGRAM_FIELDS))   # an instruction row as one value (deduplication)
 
 
 class Program:
@@ -168,7 +154,7 @@ class Program:
     each rule's root lies in the arena."""
 
     __slots__ = ("roots", "kernel", "ins", "ipool", "fpool", "nv", "np_", "segs", "steps", "outs", "inst_keys",
-                 "fams", "kg", "n_ins")
+                 "fams", "has_kernel", "n_ins")
 
     def run(self, E, nb):
         """Every rule's (values, presence) (None for a rule without a lowered root) at the call ``E``, or None
@@ -180,9 +166,9 @@ class Program:
         if arr is None:
             return None
         addrs, shapes = arr
-        g = self.kernel.grid
         keys = self.inst_keys
         if keys:
+            g = self.kernel.grid
             jc = np.empty((len(keys), T), dtype=np.int64)
             ok = np.empty((len(keys), T), dtype=bool)
             for k, (at_ms, offset_ms) in enumerate(keys):
@@ -192,15 +178,15 @@ class Program:
         else:
             jc = np.zeros((0, T), dtype=np.int64)
             ok = np.zeros((0, T), dtype=bool)
-        if self.kg is not None:
-            kgroup, vo, po, n = self.kg
-            kv, kp = kgroup.value(E)
-            V[vo:vo + n] = kv
-            P[po:po + n] = kp
+        if self.has_kernel:
+            kv, kp = self.kernel.value(E)
+            kv, kp = np.ascontiguousarray(kv, dtype=np.float64), np.ascontiguousarray(kp, dtype=bool)
+        else:
+            kv, kp = np.zeros((0, T)), np.zeros((0, T), dtype=bool)
         ins, ipool, fpool = self.ins, self.ipool, self.fpool
         for lvl, (i0, i1) in enumerate(self.segs):
             if lvl > 0 and i1 > i0:
-                if nb.program(ins, ipool, fpool, i0, i1, V, P, addrs, shapes, jc, ok) >= 0:
+                if nb.program(ins, ipool, fpool, i0, i1, V, P, addrs, shapes, jc, ok, kv, kp) >= 0:
                     return None
             for node, vo, po, n, scalar, stamps in self.steps[lvl]:
                 for child, cvo, cpo, cn, cs in stamps:
@@ -218,47 +204,131 @@ class Program:
         return [None if o is None else (V[o[0]:o[0] + o[2]], P[o[1]:o[1] + o[2]]) for o in self.outs]
 
 
+#: a lowerer starts again (every node lowered afresh, arena and pools compacted) once its arena or integer pool
+#: holds more than this many times what the last program used (rows of replaced nodes are never reused)
+COMPACT_FACTOR = 4
+COMPACT_MIN = 4096
+
+
 def lower(plan) -> Program | None:
     """The program of ``plan``'s current build (None: a node type it cannot take; the numpy path serves)."""
-    fams = getattr(plan, "_prog_fams", None)
-    if fams is None:
-        fams = plan._prog_fams = _Families()
-    lw = _Lowering(fams, plan._kernel)
-    outs: list = []
-    try:
-        for root in plan._roots:
-            if root is None or not root.labels:
-                outs.append(None)
-                continue
-            e = lw.visit(root)
-            outs.append((e[0], e[1], e[2]))
-    except _Cant:
-        return None
-    return lw.program(plan, outs)
+    lw = getattr(plan, "_lowerer", None)
+    if lw is None:
+        lw = plan._lowerer = _Lowerer()
+    return lw.lower(plan)
 
 
-class _Lowering:
-    """One lowering's state (a class, not closures: nested recursive functions would be cyclic garbage)."""
+class _Lowerer:
+    """A plan's lowering state across its builds: the arena rows, pool arrays and constants handed out so far (each
+    node keeps its own, ``_lw``), the families and instant-column keys its selectors name, and per rule the lowering
+    of its root's subgraph (instruction rows in post-order, numpy steps, kernel range rows). Started again when it
+    holds several times what the current program uses (``COMPACT_FACTOR``).
 
-    def __init__(self, fams: _Families, kernel):
-        self.fams, self.kernel = fams, kernel
-        self.rows: list = []        # instruction rows (tuples of PROGRAM_FIELDS ints)
-        self.levels: list = []      # their levels
-        self.pool: list = []        # index arrays, concatenated into the program's integer pool
+    A rule whose plan record (``PackPlan._records[i]``) is the same object as at the last lowering was kept by the
+    rebuild: its nodes are the same objects with the same fields (a rebuild makes new nodes or rebinds nodes of
+    rebuilt rules only), so its root's lowering is taken again without a walk; only its kernel range rows are read
+    afresh (the kernel group is reassembled at every build: ``_Range.a``). Other rules are walked (each from its
+    root, shared nodes included: the rows are deduplicated by their arena rows when the program is assembled)."""
+
+    def __init__(self):
+        self.fams = _Families()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.gen = object()             # (records of an earlier generation, or of another plan, never match)
+        self.nv = self.npp = 0          # arena rows handed out (values, presence)
+        self.pool_arr = np.zeros(1024, dtype=np.int64)   # index arrays, one after the other (grown by doubling)
         self.plen = 0
-        self.fpool: list = []
-        self.loc: dict = {}         # id(node) -> (vo, po, n, level, lowered, node)
-        self.nv = self.npp = 0      # arena rows (values, presence)
-        self.steps: dict = {}       # level -> numpy steps
-        self.inst_keys: dict = {}   # (at, offset) of the selectors -> index
-        self.kg = None              # (kernel group, vo, po, rows) once a kernel range node is met
+        self.fpool_arr = np.zeros(64)   # constants
+        self.flen = 0
+        self.inst_keys: dict = {}       # (at, offset) of the selectors -> index
+        self.per_root: dict = {}        # id(root) -> (root, record, generation, rows, levels, steps, kernel rows, entry)
 
+    def lower(self, plan) -> Program | None:
+        kernel = self.kernel = plan._kernel
+        gen = self.gen
+        roots, records = plan._roots, plan._records
+        old, new = self.per_root, {}
+        arrs: list = []         # per root: its instruction rows (an array), their levels
+        lvs: list = []
+        k_at: list = []         # kernel range rows to read afresh: (row in the concatenation, node)
+        base = 0
+        steps: list = []
+        seen_steps: set = set()
+        outs: list = []
+        try:
+            for i, root in enumerate(roots):
+                if root is None or not root.labels:
+                    outs.append(None)
+                    continue
+                rec = records[i] if i < len(records) else None
+                c = old.get(id(root))
+                if c is None or c[0] is not root or c[1] is not rec or rec is None or c[2] is not gen:
+                    self.loc, self.rows, self.levels, self.steps, self.kern = {}, [], [], [], []
+                    e = self.visit(root)
+                    arr = (np.asarray(self.rows, dtype=np.int64) if self.rows
+                           else np.zeros((0, PROGRAM_FIELDS), dtype=np.int64))
+                    c = (root, rec, gen, arr, np.asarray(self.levels, dtype=np.int64), self.steps, self.kern, e)
+                new[id(root)] = c
+                _, _, _, arr, lv, r_steps, r_kern, e = c
+                for k, node in r_kern:
+                    k_at.append((base + k, node))
+                arrs.append(arr)
+                lvs.append(lv)
+                base += len(arr)
+                for st in r_steps:
+                    if id(st[0]) not in seen_steps:
+                        seen_steps.add(id(st[0]))
+                        steps.append(st)
+                outs.append((e[0], e[1], e[2]))
+        except _Cant:
+            self.per_root = {}
+            return None
+        finally:
+            self.loc = self.rows = self.levels = self.steps = self.kern = None   # (this walk's: not kept)
+        self.per_root = new
+        ins = np.concatenate(arrs) if arrs else np.zeros((0, PROGRAM_FIELDS), dtype=np.int64)
+        if k_at:
+            # the kernel group is reassembled at each build: its range nodes' rows in its output are read afresh
+            idx = [k for k, _ in k_at]
+            a = np.fromiter((node.a for _, node in k_at), dtype=np.int64, count=len(k_at))
+            n = np.fromiter((node.b - node.a for _, node in k_at), dtype=np.int64, count=len(k_at))
+            if not all(node.group is kernel for _, node in k_at) or not np.array_equal(ins[idx, 2], n):
+                self.per_root = {}
+                return None
+            ins[idx, 5] = a
+        prog = self._program(plan, ins, np.concatenate(lvs) if lvs else _EMPTY_I, steps, outs)
+        live = int(prog.ins[:, 2].sum()) + sum(st[3] for st in steps)
+        live_pool = int(prog.ins[:, 7].sum()) + 2 * live
+        if (max(self.nv, self.npp) > COMPACT_FACTOR * max(live, COMPACT_MIN)
+                or self.plen > COMPACT_FACTOR * max(live_pool, COMPACT_MIN)):
+            self._reset()
+            return self.lower(plan)
+        return prog
+
+    # ------------------------------------------------------------------ allocation
     def put(self, a) -> int:
         if a is None:
             return _NOPOOL
         at = self.plen
-        self.pool.append(a)
-        self.plen += len(a)
+        end = at + len(a)
+        if end > len(self.pool_arr):
+            # a new array (programs made before keep theirs: nothing they read is ever written again)
+            grown = np.zeros(max(2 * len(self.pool_arr), end), dtype=np.int64)
+            grown[:at] = self.pool_arr[:at]
+            self.pool_arr = grown
+        self.pool_arr[at:end] = a
+        self.plen = end
+        return at
+
+    def const(self, val: float) -> int:
+        at = self.flen
+        if at == len(self.fpool_arr):
+            grown = np.zeros(2 * at)
+            grown[:at] = self.fpool_arr
+            self.fpool_arr = grown
+        self.fpool_arr[at] = float(val)
+        self.flen = at + 1
         return at
 
     def alloc(self, nv: int, npp: int) -> tuple:
@@ -267,157 +337,207 @@ class _Lowering:
         self.npp += npp
         return vo, po
 
-    def visit(self, node):  # noqa: C901 - one branch per node type
-        e = self.loc.get(id(node))
+    # ------------------------------------------------------------------ the walk of one root
+    def visit(self, node) -> tuple:
+        loc = self.loc
+        e = loc.get(id(node))
         if e is not None:
             return e
         cls = type(node)
         if cls is PL._Pass:
-            e = self.visit(node.child)
-        elif cls is PL._Empty:
-            e = (0, 0, 0, -1, True, node)
-        elif cls is PL._Range and node.kernel and node.group is self.kernel:
-            if self.kg is None:
-                n = self.kernel.n
-                vo, po = self.alloc(n, n)
-                self.kg = (self.kernel, vo, po, n)
-            _, vo, po, _ = self.kg
-            e = (vo + node.a, po + node.a, node.b - node.a, -1, True, node)
-        elif cls is PL._Const:
-            vo, _ = self.alloc(1, 0)
-            self.fpool.append(float(node.val))
-            self.ins(OP_CONST, 0, 1, vo, 0, (), x0=len(self.fpool) - 1)
-            e = (vo, 0, 1, 0, True, node)
-        elif cls is PL._Sel:
-            pairs, key = _static(node, self.fams)
-            k = self.inst_keys.setdefault(key, len(self.inst_keys))
-            n = len(pairs) // 2
-            vo, po = self.alloc(n, n)
-            self.ins(OP_SEL, 0, n, vo, po, (), x0=self.put(pairs), x1=k)
-            e = (vo, po, n, 0, True, node)
-        elif cls is PL._Agg:
-            c = self.visit(node.child)
-            sub, arrs, mm = _static(node, self.fams)
-            n = node.G
-            vo, po = self.alloc(n, n)
-            if mm is not None:
-                x0, x1, x2 = _NOPOOL, self.put(mm[0]), self.put(mm[1])
-            else:
-                x0, x1, x2 = (self.put(arrs[0]) if arrs else _NOPOOL), 0, 0
-            lvl = self.ins(OP_AGG, sub, n, vo, po, (c,), x0=x0, x1=x1, x2=x2)
-            e = (vo, po, n, lvl, True, node)
-        elif cls is PL._VecScalar and node.op in BINOPS:
-            c = self.visit(node.vec)
-            sc = None if node.const is not None else self.visit(node.sc)
-            code = BINOPS[node.op]
-            n = c[2]
-            if code < 10 or node.rb:    # new values, the vector's presence
-                vo, _ = self.alloc(n, 0)
-                po = c[1]
-            else:                       # the vector's values, new presence
-                _, po = self.alloc(0, n)
-                vo = c[0]
-            fl = (1 if node.left else 0) | (2 if node.rb else 0)
-            x0 = 0
-            if sc is None:
-                self.fpool.append(float(node.const))
-                x0 = len(self.fpool) - 1
-                fl |= 4
-            lvl = self.ins(OP_VS, code, n, vo, po, (c,) if sc is None else (c, sc), x0=x0, fl=fl)
-            e = (vo, po, n, lvl, True, node)
-        elif cls is PL._VecVec and node.op in BINOPS:
-            lhs, rhs = self.visit(node.lhs), self.visit(node.rhs)
-            many, one = (rhs, lhs) if node.swap else (lhs, rhs)
-            mi, oi = _static(node, self.fams)
-            n = len(node.labels)
-            vo, po = self.alloc(n, n)
-            lvl = self.ins(OP_VV, BINOPS[node.op], n, vo, po, (many, one), x0=self.put(mi), x1=self.put(oi),
-                           fl=(1 if node.swap else 0) | (2 if node.rb else 0))
-            e = (vo, po, n, lvl, True, node)
-        elif cls is PL._SetAndUnless:
-            lhs = self.visit(node.lhs)
-            st = _static(node, self.fams)
-            n = lhs[2]
-            _, po = self.alloc(0, n)
-            sub = 0 if node.op == "and" else 1
-            if st is None:   # (no right rows: the right side is not read, as in the numpy node)
-                lvl = self.ins(OP_SET, sub, n, lhs[0], po, (lhs,), fl=-1)
-            else:
-                rhs = self.visit(node.rhs)
-                lvl = self.ins(OP_SET, sub, n, lhs[0], po, (lhs, rhs), x0=self.put(st[0]), x1=self.put(st[1]),
-                               x2=self.put(st[2]), fl=len(st[1]), bn=len(node.r_order))
-            e = (lhs[0], po, n, lvl, True, node)
+            e = loc[id(node)] = self.visit(node.child)
+            return e
+        if cls is PL._Empty:
+            loc[id(node)] = _EMPTY_ENTRY
+            return _EMPTY_ENTRY
+        kn = self.kid_nodes(node, cls)
+        if not kn:
+            ke = ()
+        elif len(kn) == 1:
+            ke = (self.visit(kn[0]),)
         else:
-            e = self.numpy_step(node)
-        self.loc[id(node)] = e
+            ke = tuple([self.visit(k) for k in kn])
+        fields = _fields(node, cls)
+        kernel_range = cls is PL._Range and node.kernel
+        rec = node.__dict__.get("_lw")
+        if (rec is not None and rec[0] is self.gen and rec[2] == ke and _same(rec[1], fields)
+                and (not kernel_range or rec[3][2] == node.b - node.a)):
+            e, row = rec[3], rec[4]
+            if kernel_range and row[5] != node.a:
+                row = row[:5] + (node.a,) + row[6:]
+                node._lw = rec[:4] + (row,)
+        else:
+            e, row = self.make(node, cls, ke)
+            node._lw = (self.gen, fields, ke, e, row)
+        if row is not None:
+            if kernel_range:
+                self.kern.append((len(self.rows), node))
+            self.rows.append(row)
+            self.levels.append(e[3])
+        else:
+            stamps = [(_real(k), c[0], c[1], c[2], c[2] == 1 and _real(k).kind == "s")
+                      for k, c in zip(kn, ke) if c[4]]
+            self.steps.append((node, e[0], e[1], e[2], node.kind == "s", stamps, e[3]))
+        loc[id(node)] = e
         return e
 
-    def ins(self, op, sub, n, vo, po, children, x0=0, x1=0, x2=0, fl=0, bn=0) -> int:
-        """Append an instruction; its level: its lowered children's, or one past a numpy child's."""
+    def kid_nodes(self, node, cls) -> tuple:
+        """The children a node's instruction (or numpy step) reads, in the order its instruction takes them."""
+        if cls is PL._Agg:
+            return (node.child,)
+        if cls is PL._VecScalar:
+            if node.op in BINOPS and node.const is not None:
+                return (node.vec,)
+            return (node.vec, node.sc)
+        if cls is PL._VecVec:
+            return (node.rhs, node.lhs) if node.swap else (node.lhs, node.rhs)   # (the many side first)
+        if cls is PL._SetAndUnless:
+            if node.r_starts is None:   # (no right rows: the right side is not read, as in the numpy node)
+                return (node.lhs,)
+            return (node.lhs, node.rhs)
+        if cls is PL._Sel or cls is PL._Const:
+            return ()
+        if cls is PL._Range:
+            if node.kernel and node.group is not self.kernel:
+                raise _Cant("_Range of another kernel group")
+            return ()
+        if cls is PL._HistQuantile:
+            return (node.q, node.child)
+        if cls is PL._Generic:
+            return tuple(c for _, c in node.children)
+        raise _Cant(cls.__name__)
+
+    @staticmethod
+    def level(kids) -> int:
+        """An instruction's level: its lowered children's, or one past a numpy child's (whose step runs after the
+        segment of its own level)."""
         lvl = 0
-        for c in children:
+        for c in kids:
             cl = c[3] if c[4] else c[3] + 1
             if cl > lvl:
                 lvl = cl
-        a = children[0] if children else (0, 0, 0)
-        b = children[1] if len(children) > 1 else (0, 0, 0)
-        self.rows.append((op, sub, n, vo, po, a[0], a[1], a[2], b[0], b[1], bn or b[2], x0, x1, x2, fl, 0))
-        self.levels.append(lvl)
         return lvl
 
-    def numpy_step(self, node):
-        """A node the program does not take: its numpy ``value`` runs after the segment of its latest lowered
-        child (given their arena rows as values), and its result is copied into the arena."""
-        cls = type(node)
-        if cls is PL._HistQuantile:
-            kids = [node.q, node.child]
-        elif cls is PL._Generic:
-            kids = [c for _, c in node.children]
-        elif cls is PL._Range and not node.kernel:
-            kids = []
-        elif cls is PL._VecScalar:
-            kids = [node.vec, node.sc]
-        elif cls is PL._VecVec:
-            kids = [node.lhs, node.rhs]
-        else:
-            raise _Cant(cls.__name__)
+    def make(self, node, cls, kids) -> tuple:  # noqa: C901 - one branch per node type
+        """(entry, instruction row or None for a numpy step) of a node whose fields or children changed."""
+        a = kids[0] if kids else _EMPTY_ENTRY
+        b = kids[1] if len(kids) > 1 else _EMPTY_ENTRY
+        lvl = self.level(kids)
+        if cls is PL._Const:
+            vo, _ = self.alloc(1, 0)
+            return (vo, 0, 1, 0, True), (OP_CONST, 0, 1, vo, 0, 0, 0, 0, 0, 0, 0, self.const(node.val), 0, 0, 0, 0)
+        if cls is PL._Sel:
+            f = np.concatenate([np.full(len(rows), self.fams.index(fam), dtype=np.int64) for fam, rows in node.flat])
+            r = np.concatenate([np.asarray(rows, dtype=np.int64) for _, rows in node.flat])
+            if node.perm is not None:
+                f, r = f[node.perm], r[node.perm]
+            pairs = np.empty(2 * len(r), dtype=np.int64)
+            pairs[0::2] = f
+            pairs[1::2] = r
+            key = (node.sel.at_ms, node.sel.offset_ms)
+            k = self.inst_keys.setdefault(key, len(self.inst_keys))
+            n = len(r)
+            vo, po = self.alloc(n, n)
+            return (vo, po, n, 0, True), (OP_SEL, 0, n, vo, po, 0, 0, 0, 0, 0, 0, self.put(pairs), k, 0, 0, 0)
+        if cls is PL._Range and node.kernel:
+            n = node.b - node.a
+            vo, po = self.alloc(n, n)
+            return (vo, po, n, 0, True), (OP_KCOPY, 0, n, vo, po, node.a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        if cls is PL._Agg:
+            agg = AGGS[node.op]
+            n = node.G
+            vo, po = self.alloc(n, n)
+            x0 = x1 = x2 = 0
+            if node.singletons:
+                sub = agg
+                x0 = _NOPOOL if node.perm is None else self.put(np.asarray(node.perm, dtype=np.int64))
+            elif node.one_group:
+                sub = agg + 8
+            elif agg <= 2:
+                sub = agg + 16
+                x0 = self.put(np.asarray(node.gid, dtype=np.int64))
+            else:
+                sub = agg + 16
+                x1 = _NOPOOL if node.order is None else self.put(np.asarray(node.order, dtype=np.int64))
+                x2 = self.put(np.asarray(node.starts, dtype=np.int64))
+            return (vo, po, n, lvl, True), (OP_AGG, sub, n, vo, po, a[0], a[1], a[2], 0, 0, 0, x0, x1, x2, 0, 0)
+        if cls is PL._VecScalar and node.op in BINOPS:
+            code = BINOPS[node.op]
+            n = a[2]
+            if code < 10 or node.rb:    # new values, the vector's presence
+                vo, _ = self.alloc(n, 0)
+                po = a[1]
+            else:                       # the vector's values, new presence
+                _, po = self.alloc(0, n)
+                vo = a[0]
+            fl = (1 if node.left else 0) | (2 if node.rb else 0)
+            x0 = 0
+            if node.const is not None:
+                x0 = self.const(node.const)
+                fl |= 4
+            return (vo, po, n, lvl, True), (OP_VS, code, n, vo, po, a[0], a[1], a[2], b[0], b[1], b[2], x0, 0, 0, fl,
+                                            0)
+        if cls is PL._VecVec and node.op in BINOPS:
+            n = len(node.labels)
+            vo, po = self.alloc(n, n)
+            mi = None if node.mi is None else np.asarray(node.mi, dtype=np.int64)
+            oi = None if node.oi is None else np.asarray(node.oi, dtype=np.int64)
+            return (vo, po, n, lvl, True), (OP_VV, BINOPS[node.op], n, vo, po, a[0], a[1], a[2], b[0], b[1], b[2],
+                                            self.put(mi), self.put(oi), 0, (1 if node.swap else 0) | (2 if node.rb else 0),
+                                            0)
+        if cls is PL._SetAndUnless:
+            n = a[2]
+            _, po = self.alloc(0, n)
+            sub = 0 if node.op == "and" else 1
+            if node.r_starts is None:
+                row = (OP_SET, sub, n, a[0], po, a[0], a[1], a[2], 0, 0, 0, 0, 0, 0, -1, 0)
+            else:
+                ro = None if node.r_ident else np.asarray(node.r_order, dtype=np.int64)
+                row = (OP_SET, sub, n, a[0], po, a[0], a[1], a[2], b[0], b[1], len(node.r_order), self.put(ro),
+                       self.put(np.asarray(node.r_starts, dtype=np.int64)),
+                       self.put(np.asarray(node.lmap, dtype=np.int64)), len(node.r_starts), 0)
+            return (a[0], po, n, lvl, True), row
+        # a numpy step: after the segment of its latest child (lowered or numpy), its result copied into the arena
         lvl = -1
-        stamps = []
-        for k in kids:
-            c = self.visit(k)
+        for c in kids:
             if c[3] > lvl:
                 lvl = c[3]
-            if c[4]:
-                stamps.append((c[5], c[0], c[1], c[2], c[5].kind == "s"))
         scalar = node.kind == "s"
         n = 1 if scalar else len(node.labels)
         vo, po = self.alloc(n, 0 if scalar else n)
-        self.steps.setdefault(lvl, []).append((node, vo, po, n, scalar, stamps))
-        return (vo, po, n, lvl, False, node)
+        return (vo, po, n, lvl, False), None
 
-    def program(self, plan, outs) -> Program:
+    def _program(self, plan, ins, lv, steps, outs) -> Program:
         prog = Program()
         prog.roots, prog.kernel = plan._roots, self.kernel
-        levels, steps, rows = self.levels, self.steps, self.rows
-        top = max(max(levels, default=0), max(steps, default=-1) + 1)
-        if rows:
-            lv = np.asarray(levels, dtype=np.int64)
-            order = np.argsort(lv, kind="stable")
-            prog.ins = np.ascontiguousarray(np.asarray(rows, dtype=np.int64)[order])
-            bounds = np.searchsorted(lv[order], np.arange(top + 2))
+        top = max(int(lv.max()) if len(lv) else 0, max((st[6] for st in steps), default=-1) + 1)
+        if len(ins):
+            # one row per node (a node shared by rules is in each one's rows): the first of equal rows (a node's row
+            # is the same in each; distinct nodes own distinct arena rows), which keeps the post-order
+            _, first = np.unique(ins.view(_ROW), return_index=True)
+            if len(first) < len(ins):
+                first.sort()
+                ins, lv = ins[first], lv[first]
+            if lv.any():
+                order = np.argsort(lv, kind="stable")
+                ins, lv = ins[order], lv[order]
+            prog.ins = np.ascontiguousarray(ins)
+            bounds = np.searchsorted(lv, np.arange(top + 2))
         else:
             prog.ins = np.zeros((0, PROGRAM_FIELDS), dtype=np.int64)
             bounds = np.zeros(top + 2, dtype=np.int64)
         # segment k + 1 runs the instructions of level k, then the numpy steps of level k; "segment" 0 only the
-        # numpy steps of level -1 (after the kernel group's copy)
+        # numpy steps of level -1 (those that read no lowered node)
         prog.segs = [(0, 0)] + [(int(bounds[k]), int(bounds[k + 1])) for k in range(top + 1)]
-        prog.steps = [steps.get(k, ()) for k in range(-1, top + 1)]
-        prog.ipool = np.concatenate(self.pool) if self.pool else _EMPTY_I
-        prog.fpool = np.asarray(self.fpool, dtype=np.float64) if self.fpool else np.zeros(1)
+        by_level: list = [[] for _ in range(top + 2)]
+        for st in steps:
+            by_level[st[6] + 1].append(st[:6])
+        prog.steps = by_level
+        prog.ipool, prog.fpool = self.pool_arr, self.fpool_arr
         prog.nv, prog.np_ = self.nv, self.npp
         prog.outs = outs
         prog.inst_keys = list(self.inst_keys)
         prog.fams = self.fams
-        prog.kg = self.kg
-        prog.n_ins = len(rows)
+        prog.has_kernel = bool(len(prog.ins)) and bool((prog.ins[:, 0] == OP_KCOPY).any())
+        prog.n_ins = len(prog.ins)
         return prog

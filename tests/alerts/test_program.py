@@ -24,9 +24,28 @@ pytest.importorskip("numba")
 
 @pytest.fixture(autouse=True)
 def _numba_on(monkeypatch):
+    """The compiled kernels on, and every call of a build by its program (``LOWER_AFTER`` 0)."""
     monkeypatch.setenv("SREMARATHON_NUMBA", "1")
+    monkeypatch.setattr(PL, "LOWER_AFTER", 0)
     assert compiled.warm() is not None
     yield
+
+
+def test_a_build_is_lowered_after_its_first_calls(monkeypatch):
+    monkeypatch.setattr(PL, "LOWER_AFTER", 2)
+    exprs = [e for e in EXPRS if "max" not in e and "min" not in e]   # (no stop at signed zeros)
+    rng = np.random.default_rng(4)
+    store, fams = _random_store(rng, 12, False)
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(exprs)]
+    plan = PL.PackPlan(eng, rules)
+    for tick in range(12):
+        _write(rng, store, fams, tick, 6, False)
+    times = np.arange(4, 12, dtype=np.int64) * 15000
+    assert [_both(plan, times, exprs) for _ in range(4)] == [0, 0, 1, 1]
+    _write(rng, store, fams, 12, 9, False)   # new series: a rebuild
+    assert [_both(plan, times + 15000, exprs) for _ in range(4)] == [0, 0, 1, 1]
+    assert plan.builds == 2
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -126,8 +145,14 @@ def _write(rng, store, fams, tick, n_a, zero_ties):
         store.write(hb, hb.rows([(g, le) for le in les]), tick, cum)
 
 
-@pytest.mark.parametrize("zero_ties", [False, True])
-def test_program_equals_numpy_nodes_on_random_stores(zero_ties):
+@pytest.mark.parametrize("zero_ties,compact", [(False, False), (True, False), (False, True)])
+def test_program_equals_numpy_nodes_on_random_stores(zero_ties, compact, monkeypatch):
+    """(compact: the lowerer starts again at nearly every rebuild; else it keeps unchanged nodes' rows)"""
+    from sremarathon_env.alerts import program
+
+    if compact:
+        monkeypatch.setattr(program, "COMPACT_MIN", 1)
+        monkeypatch.setattr(program, "COMPACT_FACTOR", 1)
     rng = np.random.default_rng(5 + zero_ties)
     ran = calls = 0
     for case in range(4):
@@ -182,7 +207,7 @@ def test_program_lowers_every_common_node_type():
              for steps in prog.steps for st in steps}
     assert kinds == {"_HistQuantile", "_Generic", "_Range", "_VecScalar:^", "_VecVec:atan2"}, kinds
     ops = set(prog.ins[:, 0].tolist())
-    assert ops == {0, 1, 2, 3, 4, 5}, ops
+    assert ops == {0, 1, 2, 3, 4, 5, 6}, ops
 
 
 @pytest.mark.parametrize("op", sorted(BINOPS))
@@ -207,7 +232,8 @@ def test_binop_equals_numpy_ufunc(op):
         P = np.ones((n, 1), bool)
         ins[0] = [3, code, n, n, 0, 0, 0, n, 2 * n, 0, 0, 0, 0, 0, 2 if code >= 10 else 0, 0]
         assert nb.program(ins, np.zeros(0, np.int64), np.ones(1), 0, 1, V, P, np.zeros(0, np.intp),
-                          np.zeros((0, 2), np.intp), np.zeros((0, 1), np.int64), np.zeros((0, 1), bool)) == -1
+                          np.zeros((0, 2), np.intp), np.zeros((0, 1), np.int64), np.zeros((0, 1), bool),
+                          np.zeros((0, 1)), np.zeros((0, 1), bool)) == -1
         assert np.array_equal(_bits(V[n:2 * n, 0]), _bits(want[:, k])), (op, xs[k])
 
 
