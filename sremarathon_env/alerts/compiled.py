@@ -424,12 +424,19 @@ def _define(numba):
                 for t in range(T):
                     V[vo, t] = c
             elif op == 1:   # selector: row r is (family ipool[x0 + 2r], store row ipool[x0 + 2r + 1]) at columns jcols[x1]
+                # (sub 1: family x2, store row ipool[x0 + r])
                 for t in range(T):
                     if jcols[x1, t] < 0:
                         return i
                 for r in range(n):
-                    f = ipool[x0 + 2 * r]
-                    row = ipool[x0 + 2 * r + 1]
+                    if sub == 1:   # one family (x2), its rows
+                        f = x2
+                        row = ipool[x0 + r]
+                    else:
+                        f = ipool[x0 + 2 * r]
+                        row = ipool[x0 + 2 * r + 1]
+                    if f < 0 or f >= addrs.shape[0]:
+                        return i
                     if row < 0 or row >= shapes[f, 0]:
                         return i
                     data = _carray(_f64_at(addrs[f]), (shapes[f, 0], shapes[f, 1]))

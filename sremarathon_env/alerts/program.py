@@ -43,13 +43,16 @@ True
 
 from __future__ import annotations
 
+import struct
+from operator import is_
+
 import numpy as np
 
 from . import plan as PL
 from .compiled import PROGRAM_FIELDS
 
 #: operation codes of ``compiled.program``
-OP_CONST, OP_SEL, OP_AGG, OP_VS, OP_VV, OP_SET, OP_KCOPY = 0, 1, 2, 3, 4, 5, 6
+OP_CONST, OP_SEL, OP_AGG, OP_VS, OP_VV, OP_SET, OP_KCOPY, OP_STEP = 0, 1, 2, 3, 4, 5, 6, 7
 #: binary operator codes of ``compiled.binop`` (absent: not lowered, ``^`` and ``atan2``)
 BINOPS = {"+": 0, "-": 1, "*": 2, "/": 3, "%": 4, "==": 10, "!=": 11, ">": 12, "<": 13, ">=": 14, "<=": 15}
 AGGS = {"sum": 0, "count": 1, "group": 2, "max": 3, "min": 4}
@@ -146,6 +149,7 @@ def _real(node):
 
 
 _EMPTY_ENTRY = (0, 0, 0, -1, True)
+_EMPTY_L = (_EMPTY_ENTRY, b"")
 _ROW = np.dtype((np.void, 8 * PROGRAM_FIELDS))   # an instruction row as one value (deduplication)
 
 
@@ -153,7 +157,7 @@ class Program:
     """One lowering of a plan: instruction rows, pools, arena sizes, the numpy steps between segments, and where
     each rule's root lies in the arena."""
 
-    __slots__ = ("roots", "kernel", "ins", "ipool", "fpool", "nv", "np_", "segs", "steps", "outs", "inst_keys",
+    __slots__ = ("roots", "kernel", "ins", "ipool", "fpool", "nv", "np_", "schedule", "outs", "inst_keys",
                  "fams", "has_kernel", "n_ins")
 
     def run(self, E, nb):
@@ -184,23 +188,24 @@ class Program:
         else:
             kv, kp = np.zeros((0, T)), np.zeros((0, T), dtype=bool)
         ins, ipool, fpool = self.ins, self.ipool, self.fpool
-        for lvl, (i0, i1) in enumerate(self.segs):
-            if lvl > 0 and i1 > i0:
+        for i0, i1, step in self.schedule:
+            if step is None:
                 if nb.program(ins, ipool, fpool, i0, i1, V, P, addrs, shapes, jc, ok, kv, kp) >= 0:
                     return None
-            for node, vo, po, n, scalar, stamps in self.steps[lvl]:
-                for child, cvo, cpo, cn, cs in stamps:
-                    child._stamp = E
-                    child._out = V[cvo] if cs else (V[cvo:cvo + cn], P[cpo:cpo + cn])
-                try:
-                    out = node.value(E)
-                except Exception:  # noqa: BLE001 - the numpy path repeats it (and its rule takes the generic path)
-                    return None
-                if scalar:
-                    V[vo] = out
-                else:
-                    V[vo:vo + n] = out[0]
-                    P[po:po + n] = out[1]
+                continue
+            node, vo, po, n, scalar, stamps = step
+            for child, cvo, cpo, cn, cs in stamps:
+                child._stamp = E
+                child._out = V[cvo] if cs else (V[cvo:cvo + cn], P[cpo:cpo + cn])
+            try:
+                out = node.value(E)
+            except Exception:  # noqa: BLE001 - the numpy path repeats it (and its rule takes the generic path)
+                return None
+            if scalar:
+                V[vo] = out
+            else:
+                V[vo:vo + n] = out[0]
+                P[po:po + n] = out[1]
         return [None if o is None else (V[o[0]:o[0] + o[2]], P[o[1]:o[1] + o[2]]) for o in self.outs]
 
 
@@ -219,16 +224,18 @@ def lower(plan) -> Program | None:
 
 
 class _Lowerer:
-    """A plan's lowering state across its builds: the arena rows, pool arrays and constants handed out so far (each
-    node keeps its own, ``_lw``), the families and instant-column keys its selectors name, and per rule the lowering
-    of its root's subgraph (instruction rows in post-order, numpy steps, kernel range rows). Started again when it
-    holds several times what the current program uses (``COMPACT_FACTOR``).
+    """A plan's lowering state across its builds: the arena rows, pool arrays, constants, kernel range and numpy step
+    slots handed out so far (each node keeps its own, ``_lw``), the families and instant-column keys its selectors
+    name, and per rule its root's lowering. Started again when it holds several times what the current program uses
+    (``COMPACT_FACTOR``).
 
-    A rule whose plan record (``PackPlan._records[i]``) is the same object as at the last lowering was kept by the
-    rebuild: its nodes are the same objects with the same fields (a rebuild makes new nodes or rebinds nodes of
-    rebuilt rules only), so its root's lowering is taken again without a walk; only its kernel range rows are read
-    afresh (the kernel group is reassembled at every build: ``_Range.a``). Other rules are walked (each from its
-    root, shared nodes included: the rows are deduplicated by their arena rows when the program is assembled)."""
+    A node's lowering is its entry and the packed instruction rows of its subgraph in post-order (``bytes``: a
+    subgraph taken again costs no Python per node). A rule whose plan record (``PackPlan._records[i]``) is the same
+    object as at the last lowering was kept by the rebuild: its nodes are the same objects with the same fields (a
+    rebuild makes new nodes or rebinds nodes of rebuilt rules only), so its root's rows are taken again without a
+    walk. Other rules are walked once per node; a node whose fields and children's lowerings are unchanged gives its
+    kept lowering. The kernel group is reassembled at each build: kernel range rows read their start afresh
+    (``_Range.a``) once the program is assembled; rows of shared nodes are deduplicated then."""
 
     def __init__(self):
         self.fams = _Families()
@@ -242,20 +249,18 @@ class _Lowerer:
         self.fpool_arr = np.zeros(64)   # constants
         self.flen = 0
         self.inst_keys: dict = {}       # (at, offset) of the selectors -> index
-        self.per_root: dict = {}        # id(root) -> (root, record, generation, rows, levels, steps, kernel rows, entry)
+        self.kslots: list = []          # kernel range nodes by slot
+        self.sslots: list = []          # numpy steps by slot: (node, vo, po, rows, scalar, stamps)
+        self.per_root: dict = {}        # id(root) -> (root, record, generation, lowering)
 
     def lower(self, plan) -> Program | None:
         kernel = self.kernel = plan._kernel
         gen = self.gen
         roots, records = plan._roots, plan._records
         old, new = self.per_root, {}
-        arrs: list = []         # per root: its instruction rows (an array), their levels
-        lvs: list = []
-        k_at: list = []         # kernel range rows to read afresh: (row in the concatenation, node)
-        base = 0
-        steps: list = []
-        seen_steps: set = set()
+        parts: list = []
         outs: list = []
+        self.loc = {}
         try:
             for i, root in enumerate(roots):
                 if root is None or not root.labels:
@@ -264,41 +269,24 @@ class _Lowerer:
                 rec = records[i] if i < len(records) else None
                 c = old.get(id(root))
                 if c is None or c[0] is not root or c[1] is not rec or rec is None or c[2] is not gen:
-                    self.loc, self.rows, self.levels, self.steps, self.kern = {}, [], [], [], []
-                    e = self.visit(root)
-                    arr = (np.asarray(self.rows, dtype=np.int64) if self.rows
-                           else np.zeros((0, PROGRAM_FIELDS), dtype=np.int64))
-                    c = (root, rec, gen, arr, np.asarray(self.levels, dtype=np.int64), self.steps, self.kern, e)
+                    c = (root, rec, gen, self.visit(root))
                 new[id(root)] = c
-                _, _, _, arr, lv, r_steps, r_kern, e = c
-                for k, node in r_kern:
-                    k_at.append((base + k, node))
-                arrs.append(arr)
-                lvs.append(lv)
-                base += len(arr)
-                for st in r_steps:
-                    if id(st[0]) not in seen_steps:
-                        seen_steps.add(id(st[0]))
-                        steps.append(st)
-                outs.append((e[0], e[1], e[2]))
+                L = c[3]
+                parts.append(L[1])
+                outs.append(L[0][:3])
         except _Cant:
             self.per_root = {}
             return None
         finally:
-            self.loc = self.rows = self.levels = self.steps = self.kern = None   # (this walk's: not kept)
+            self.loc = None   # (this walk's: not kept)
         self.per_root = new
-        ins = np.concatenate(arrs) if arrs else np.zeros((0, PROGRAM_FIELDS), dtype=np.int64)
-        if k_at:
-            # the kernel group is reassembled at each build: its range nodes' rows in its output are read afresh
-            idx = [k for k, _ in k_at]
-            a = np.fromiter((node.a for _, node in k_at), dtype=np.int64, count=len(k_at))
-            n = np.fromiter((node.b - node.a for _, node in k_at), dtype=np.int64, count=len(k_at))
-            if not all(node.group is kernel for _, node in k_at) or not np.array_equal(ins[idx, 2], n):
-                self.per_root = {}
-                return None
-            ins[idx, 5] = a
-        prog = self._program(plan, ins, np.concatenate(lvs) if lvs else _EMPTY_I, steps, outs)
-        live = int(prog.ins[:, 2].sum()) + sum(st[3] for st in steps)
+        buf = b"".join(parts)
+        ins = np.frombuffer(buf, dtype=np.int64).reshape(-1, PROGRAM_FIELDS).copy()
+        prog = self._program(plan, ins, outs)
+        if prog is None:   # (a kept rule's kernel range node changed: never expected; lowered afresh)
+            self._reset()
+            return self.lower(plan)
+        live = int(prog.ins[:, 2].sum())
         live_pool = int(prog.ins[:, 7].sum()) + 2 * live
         if (max(self.nv, self.npp) > COMPACT_FACTOR * max(live, COMPACT_MIN)
                 or self.plen > COMPACT_FACTOR * max(live_pool, COMPACT_MIN)):
@@ -337,49 +325,54 @@ class _Lowerer:
         self.npp += npp
         return vo, po
 
-    # ------------------------------------------------------------------ the walk of one root
+    # ------------------------------------------------------------------ the walk
     def visit(self, node) -> tuple:
+        """A node's lowering: (entry, packed rows of its subgraph)."""
         loc = self.loc
-        e = loc.get(id(node))
-        if e is not None:
-            return e
+        L = loc.get(id(node))
+        if L is not None:
+            return L
         cls = type(node)
         if cls is PL._Pass:
-            e = loc[id(node)] = self.visit(node.child)
-            return e
+            L = loc[id(node)] = self.visit(node.child)
+            return L
         if cls is PL._Empty:
-            loc[id(node)] = _EMPTY_ENTRY
-            return _EMPTY_ENTRY
+            loc[id(node)] = _EMPTY_L
+            return _EMPTY_L
         kn = self.kid_nodes(node, cls)
         if not kn:
-            ke = ()
+            kl = ()
         elif len(kn) == 1:
-            ke = (self.visit(kn[0]),)
+            kl = (self.visit(kn[0]),)
         else:
-            ke = tuple([self.visit(k) for k in kn])
+            kl = tuple([self.visit(k) for k in kn])
         fields = _fields(node, cls)
-        kernel_range = cls is PL._Range and node.kernel
         rec = node.__dict__.get("_lw")
-        if (rec is not None and rec[0] is self.gen and rec[2] == ke and _same(rec[1], fields)
-                and (not kernel_range or rec[3][2] == node.b - node.a)):
-            e, row = rec[3], rec[4]
-            if kernel_range and row[5] != node.a:
-                row = row[:5] + (node.a,) + row[6:]
-                node._lw = rec[:4] + (row,)
+        if (rec is not None and rec[0] is self.gen and len(rec[1]) == len(fields) and all(map(is_, rec[1], fields))
+                and (cls is not PL._Range or not node.kernel or rec[3][0][2] == node.b - node.a)):
+            if len(rec[2]) == len(kl) and all(map(is_, rec[2], kl)):
+                L = rec[3]
+            elif len(rec[2]) == len(kl) and all(x[0] == y[0] for x, y in zip(rec[2], kl)):
+                # the same children's entries, other subgraphs below: the same row, its subgraph packed again
+                L = (rec[3][0], b"".join([k[1] for k in kl] + [rec[4]]))
+                node._lw = (self.gen, fields, kl, L, rec[4])
+            else:
+                rec = None
         else:
-            e, row = self.make(node, cls, ke)
-            node._lw = (self.gen, fields, ke, e, row)
-        if row is not None:
-            if kernel_range:
-                self.kern.append((len(self.rows), node))
-            self.rows.append(row)
-            self.levels.append(e[3])
-        else:
-            stamps = [(_real(k), c[0], c[1], c[2], c[2] == 1 and _real(k).kind == "s")
-                      for k, c in zip(kn, ke) if c[4]]
-            self.steps.append((node, e[0], e[1], e[2], node.kind == "s", stamps, e[3]))
-        loc[id(node)] = e
-        return e
+            rec = None
+        if rec is None:
+            e, row = self.make(node, cls, tuple([k[0] for k in kl]))
+            rowb = _PACK(*row)
+            L = (e, b"".join([k[1] for k in kl] + [rowb]) if kl else rowb)
+            node._lw = (self.gen, fields, kl, L, rowb)
+        if not L[0][4]:
+            # a numpy step: its children given as their arena rows (those now: a child may be another object)
+            e = L[0]
+            stamps = [(_real(k), c[0][0], c[0][1], c[0][2], _real(k).kind == "s") for k, c in zip(kn, kl) if c[0][4]]
+            self.sslots[_unpack_slot(rec[4] if rec is not None else node._lw[4])] = (
+                node, e[0], e[1], e[2], node.kind == "s", stamps)
+        loc[id(node)] = L
+        return L
 
     def kid_nodes(self, node, cls) -> tuple:
         """The children a node's instruction (or numpy step) reads, in the order its instruction takes them."""
@@ -410,7 +403,7 @@ class _Lowerer:
     @staticmethod
     def level(kids) -> int:
         """An instruction's level: its lowered children's, or one past a numpy child's (whose step runs after the
-        segment of its own level)."""
+        instructions of its own level)."""
         lvl = 0
         for c in kids:
             cl = c[3] if c[4] else c[3] + 1
@@ -419,14 +412,26 @@ class _Lowerer:
         return lvl
 
     def make(self, node, cls, kids) -> tuple:  # noqa: C901 - one branch per node type
-        """(entry, instruction row or None for a numpy step) of a node whose fields or children changed."""
+        """(entry, instruction row) of a node whose fields or children changed. The row's last field is its sort
+        key: 2 (level + 1) for an instruction, one more for a numpy step (after the instructions of its level)."""
+        if not (len(node.labels) if node.kind == "v" else 1):
+            raise _Cant("a node without rows")   # (never expected: the plan makes an _Empty; rows own arena rows)
         a = kids[0] if kids else _EMPTY_ENTRY
         b = kids[1] if len(kids) > 1 else _EMPTY_ENTRY
         lvl = self.level(kids)
+        key = 2 * lvl + 2
         if cls is PL._Const:
             vo, _ = self.alloc(1, 0)
-            return (vo, 0, 1, 0, True), (OP_CONST, 0, 1, vo, 0, 0, 0, 0, 0, 0, 0, self.const(node.val), 0, 0, 0, 0)
+            return (vo, 0, 1, 0, True), (OP_CONST, 0, 1, vo, 0, 0, 0, 0, 0, 0, 0, self.const(node.val), 0, 0, 0, 2)
         if cls is PL._Sel:
+            key_ = (node.sel.at_ms, node.sel.offset_ms)
+            k = self.inst_keys.setdefault(key_, len(self.inst_keys))
+            if len(node.flat) == 1 and node.perm is None:   # one family: its rows (sub 1, the family in x2)
+                fam, rows = node.flat[0]
+                n = len(rows)
+                vo, po = self.alloc(n, n)
+                return (vo, po, n, 0, True), (OP_SEL, 1, n, vo, po, 0, 0, 0, 0, 0, 0, self.put(rows), k,
+                                              self.fams.index(fam), 0, 2)
             f = np.concatenate([np.full(len(rows), self.fams.index(fam), dtype=np.int64) for fam, rows in node.flat])
             r = np.concatenate([np.asarray(rows, dtype=np.int64) for _, rows in node.flat])
             if node.perm is not None:
@@ -434,15 +439,15 @@ class _Lowerer:
             pairs = np.empty(2 * len(r), dtype=np.int64)
             pairs[0::2] = f
             pairs[1::2] = r
-            key = (node.sel.at_ms, node.sel.offset_ms)
-            k = self.inst_keys.setdefault(key, len(self.inst_keys))
             n = len(r)
             vo, po = self.alloc(n, n)
-            return (vo, po, n, 0, True), (OP_SEL, 0, n, vo, po, 0, 0, 0, 0, 0, 0, self.put(pairs), k, 0, 0, 0)
+            return (vo, po, n, 0, True), (OP_SEL, 0, n, vo, po, 0, 0, 0, 0, 0, 0, self.put(pairs), k, 0, 0, 2)
         if cls is PL._Range and node.kernel:
             n = node.b - node.a
             vo, po = self.alloc(n, n)
-            return (vo, po, n, 0, True), (OP_KCOPY, 0, n, vo, po, node.a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            self.kslots.append(node)
+            # (x0: the node's kernel slot; av: its start in the kernel output, set when a program is assembled)
+            return (vo, po, n, 0, True), (OP_KCOPY, 0, n, vo, po, 0, 0, 0, 0, 0, 0, len(self.kslots) - 1, 0, 0, 0, 2)
         if cls is PL._Agg:
             agg = AGGS[node.op]
             n = node.G
@@ -450,17 +455,17 @@ class _Lowerer:
             x0 = x1 = x2 = 0
             if node.singletons:
                 sub = agg
-                x0 = _NOPOOL if node.perm is None else self.put(np.asarray(node.perm, dtype=np.int64))
+                x0 = _NOPOOL if node.perm is None else self.put(node.perm)
             elif node.one_group:
                 sub = agg + 8
             elif agg <= 2:
                 sub = agg + 16
-                x0 = self.put(np.asarray(node.gid, dtype=np.int64))
+                x0 = self.put(node.gid)
             else:
                 sub = agg + 16
-                x1 = _NOPOOL if node.order is None else self.put(np.asarray(node.order, dtype=np.int64))
-                x2 = self.put(np.asarray(node.starts, dtype=np.int64))
-            return (vo, po, n, lvl, True), (OP_AGG, sub, n, vo, po, a[0], a[1], a[2], 0, 0, 0, x0, x1, x2, 0, 0)
+                x1 = self.put(node.order)
+                x2 = self.put(node.starts)
+            return (vo, po, n, lvl, True), (OP_AGG, sub, n, vo, po, a[0], a[1], a[2], 0, 0, 0, x0, x1, x2, 0, key)
         if cls is PL._VecScalar and node.op in BINOPS:
             code = BINOPS[node.op]
             n = a[2]
@@ -476,28 +481,26 @@ class _Lowerer:
                 x0 = self.const(node.const)
                 fl |= 4
             return (vo, po, n, lvl, True), (OP_VS, code, n, vo, po, a[0], a[1], a[2], b[0], b[1], b[2], x0, 0, 0, fl,
-                                            0)
+                                            key)
         if cls is PL._VecVec and node.op in BINOPS:
             n = len(node.labels)
             vo, po = self.alloc(n, n)
-            mi = None if node.mi is None else np.asarray(node.mi, dtype=np.int64)
-            oi = None if node.oi is None else np.asarray(node.oi, dtype=np.int64)
             return (vo, po, n, lvl, True), (OP_VV, BINOPS[node.op], n, vo, po, a[0], a[1], a[2], b[0], b[1], b[2],
-                                            self.put(mi), self.put(oi), 0, (1 if node.swap else 0) | (2 if node.rb else 0),
-                                            0)
+                                            self.put(node.mi), self.put(node.oi), 0,
+                                            (1 if node.swap else 0) | (2 if node.rb else 0), key)
         if cls is PL._SetAndUnless:
             n = a[2]
             _, po = self.alloc(0, n)
             sub = 0 if node.op == "and" else 1
             if node.r_starts is None:
-                row = (OP_SET, sub, n, a[0], po, a[0], a[1], a[2], 0, 0, 0, 0, 0, 0, -1, 0)
+                row = (OP_SET, sub, n, a[0], po, a[0], a[1], a[2], 0, 0, 0, 0, 0, 0, -1, key)
             else:
-                ro = None if node.r_ident else np.asarray(node.r_order, dtype=np.int64)
-                row = (OP_SET, sub, n, a[0], po, a[0], a[1], a[2], b[0], b[1], len(node.r_order), self.put(ro),
-                       self.put(np.asarray(node.r_starts, dtype=np.int64)),
-                       self.put(np.asarray(node.lmap, dtype=np.int64)), len(node.r_starts), 0)
+                row = (OP_SET, sub, n, a[0], po, a[0], a[1], a[2], b[0], b[1], len(node.r_order),
+                       self.put(None if node.r_ident else node.r_order), self.put(node.r_starts),
+                       self.put(node.lmap), len(node.r_starts), key)
             return (a[0], po, n, lvl, True), row
-        # a numpy step: after the segment of its latest child (lowered or numpy), its result copied into the arena
+        # a numpy step: after the instructions of its latest child's level (numpy steps of a level run in order),
+        # its result copied into the arena
         lvl = -1
         for c in kids:
             if c[3] > lvl:
@@ -505,39 +508,63 @@ class _Lowerer:
         scalar = node.kind == "s"
         n = 1 if scalar else len(node.labels)
         vo, po = self.alloc(n, 0 if scalar else n)
-        return (vo, po, n, lvl, False), None
+        self.sslots.append(None)   # (the step itself: ``visit``)
+        return (vo, po, n, lvl, False), (OP_STEP, 0, n, vo, po, 0, 0, 0, 0, 0, 0, len(self.sslots) - 1, 0, 0, 0,
+                                         2 * lvl + 3)
 
-    def _program(self, plan, ins, lv, steps, outs) -> Program:
+    def _program(self, plan, ins, outs) -> Program | None:
         prog = Program()
         prog.roots, prog.kernel = plan._roots, self.kernel
-        top = max(int(lv.max()) if len(lv) else 0, max((st[6] for st in steps), default=-1) + 1)
         if len(ins):
-            # one row per node (a node shared by rules is in each one's rows): the first of equal rows (a node's row
-            # is the same in each; distinct nodes own distinct arena rows), which keeps the post-order
-            _, first = np.unique(ins.view(_ROW), return_index=True)
+            # one row per node (a node shared by rules, or within a rule, is in each subgraph's rows): the first of
+            # rows with the same arena rows (every instruction owns at least one value or presence row: ``make``),
+            # which keeps the post-order
+            _, first = np.unique(ins[:, 3] * (self.npp + 1) + ins[:, 4], return_index=True)
             if len(first) < len(ins):
                 first.sort()
-                ins, lv = ins[first], lv[first]
-            if lv.any():
-                order = np.argsort(lv, kind="stable")
-                ins, lv = ins[order], lv[order]
+                ins = ins[first]
+            key = ins[:, PROGRAM_FIELDS - 1]
+            if (key[1:] < key[:-1]).any():
+                ins = ins[np.argsort(key, kind="stable")]
+            kc = np.flatnonzero(ins[:, 0] == OP_KCOPY)
+            if len(kc):
+                nodes = [self.kslots[k] for k in ins[kc, 11].tolist()]
+                kernel = self.kernel
+                if any(nd.group is not kernel for nd in nodes):
+                    return None
+                ins[kc, 5] = [nd.a for nd in nodes]
+                if not np.array_equal(ins[kc, 2], [nd.b - nd.a for nd in nodes]):
+                    return None
+            prog.has_kernel = bool(len(kc))
+            # runs of instructions between numpy steps: one compiled call each
+            schedule = []
+            i0 = 0
+            for s in np.flatnonzero(ins[:, 0] == OP_STEP).tolist():
+                if s > i0:
+                    schedule.append((i0, s, None))
+                schedule.append((s, s + 1, self.sslots[int(ins[s, 11])]))
+                i0 = s + 1
+            if i0 < len(ins):
+                schedule.append((i0, len(ins), None))
             prog.ins = np.ascontiguousarray(ins)
-            bounds = np.searchsorted(lv, np.arange(top + 2))
         else:
             prog.ins = np.zeros((0, PROGRAM_FIELDS), dtype=np.int64)
-            bounds = np.zeros(top + 2, dtype=np.int64)
-        # segment k + 1 runs the instructions of level k, then the numpy steps of level k; "segment" 0 only the
-        # numpy steps of level -1 (those that read no lowered node)
-        prog.segs = [(0, 0)] + [(int(bounds[k]), int(bounds[k + 1])) for k in range(top + 1)]
-        by_level: list = [[] for _ in range(top + 2)]
-        for st in steps:
-            by_level[st[6] + 1].append(st[:6])
-        prog.steps = by_level
+            prog.has_kernel = False
+            schedule = []
+        prog.schedule = schedule
         prog.ipool, prog.fpool = self.pool_arr, self.fpool_arr
         prog.nv, prog.np_ = self.nv, self.npp
         prog.outs = outs
         prog.inst_keys = list(self.inst_keys)
         prog.fams = self.fams
-        prog.has_kernel = bool(len(prog.ins)) and bool((prog.ins[:, 0] == OP_KCOPY).any())
         prog.n_ins = len(prog.ins)
         return prog
+
+
+_PACK = struct.Struct(f"<{PROGRAM_FIELDS}q").pack
+_SLOT = struct.Struct(f"<{PROGRAM_FIELDS}q")
+
+
+def _unpack_slot(rowb: bytes) -> int:
+    """The slot (x0) of a packed numpy step row."""
+    return _SLOT.unpack(rowb)[11]

@@ -204,10 +204,10 @@ def test_program_lowers_every_common_node_type():
     plan.evaluate(np.arange(2, 10, dtype=np.int64) * 15000)
     prog = lower(plan)
     kinds = {type(st[0]).__name__ + (":" + st[0].op if hasattr(st[0], "op") else "")
-             for steps in prog.steps for st in steps}
+             for _, _, st in prog.schedule if st is not None}
     assert kinds == {"_HistQuantile", "_Generic", "_Range", "_VecScalar:^", "_VecVec:atan2"}, kinds
     ops = set(prog.ins[:, 0].tolist())
-    assert ops == {0, 1, 2, 3, 4, 5, 6}, ops
+    assert ops == {0, 1, 2, 3, 4, 5, 6, 7}, ops
 
 
 @pytest.mark.parametrize("op", sorted(BINOPS))
@@ -317,3 +317,31 @@ def test_program_on_recorded_faulted_run():
         times = (np.arange(8, dtype=np.int64) - 7) * 15000 + end * 1000
         ran += _both(plan, times, names, end)
     assert ran >= 15
+
+
+def test_programs_and_their_lowerer_leave_no_cyclic_garbage():
+    """Lowered nodes keep their lowering (``_lw``: ints, bytes, their children's lowerings; never themselves), the
+    plan keeps its lowerer and program: a dropped plan and the nodes a rebuild replaces are freed by reference
+    counting (the plan's refcount test, with every build lowered)."""
+    import gc
+
+    from tests.alerts.test_plan_refcount import _collector_off, _grow
+
+    rules = load_rule_pack().rules
+    rng = np.random.default_rng(3)
+    with _collector_off():
+        for attempt in range(3):
+            store = MetricStore(step_s=15.0)
+            plan = PL.PackPlan(PromQLEngine(store), rules)
+            for k in range(40):
+                _grow(store, rng, k)
+                if k % 4 == 3:
+                    with np.errstate(all="ignore"):
+                        plan.evaluate(np.arange(k - 3, k + 1, dtype=np.int64) * 15000)
+                    if attempt:
+                        assert gc.collect() == 0, (attempt, k)
+            assert plan.program_calls >= 5 and plan.builds > 3
+            del plan
+            found = gc.collect()
+            if attempt:
+                assert found == 0, attempt
