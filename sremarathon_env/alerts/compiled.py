@@ -574,6 +574,65 @@ def _define(numba):
                     for t in range(T):
                         V[vo + r, t] = KV[av + r, t]
                         P[po + r, t] = KP[av + r, t]
+            elif op == 8:   # histogram_quantile of a constant q (fpool[x1]) in [0, 1]: group g's buckets are child
+                # rows ipool[ro ...] (m of them, ascending distinct upper bounds fpool[uo ...], the last +Inf, m >= 2)
+                # with (ro, m, uo) at ipool[x0 + 3g ...]; stops where a group is partly present (the numpy path's
+                # per-cell fallback) or a cumulative fmax meets 0.0 against -0.0
+                q = fpool[x1]
+                Cc = np.empty(64)
+                for g in range(n):
+                    ro = ipool[x0 + 3 * g]
+                    m = ipool[x0 + 3 * g + 1]
+                    uo = ipool[x0 + 3 * g + 2]
+                    if m > Cc.shape[0]:
+                        Cc = np.empty(m)
+                    for t in range(T):
+                        anyp = False
+                        allp = True
+                        for k in range(m):
+                            if P[ap + ipool[ro + k], t]:
+                                anyp = True
+                            else:
+                                allp = False
+                        P[po + g, t] = anyp
+                        if not (allp and anyp):
+                            if anyp:
+                                return i
+                            V[vo + g, t] = np.nan
+                            continue
+                        # the cumulative counts: fmax.accumulate over the buckets, NaN counts kept
+                        acc = 0.0
+                        for k in range(m):
+                            c = V[av + ipool[ro + k], t]
+                            if k == 0:
+                                acc = c
+                            elif acc != acc:
+                                acc = c
+                            elif c == c:
+                                if c > acc:
+                                    acc = c
+                                elif c == acc and acc == 0.0 and np.signbit(c) != np.signbit(acc):
+                                    return i
+                            Cc[k] = c if c != c else acc
+                        obs = Cc[m - 1]
+                        rank = q * obs
+                        b = m - 1
+                        for k in range(m - 1):
+                            if Cc[k] >= rank:
+                                b = k
+                                break
+                        prevc = Cc[b - 1] if b > 0 else 0.0
+                        cnt = Cc[b] - prevc
+                        rk = rank - prevc
+                        start = fpool[uo + b - 1] if b > 0 else 0.0
+                        val = start + (fpool[uo + b] - start) * (rk / cnt)
+                        if b == 0 and fpool[uo] <= 0:
+                            val = fpool[uo]
+                        if b == m - 1:
+                            val = fpool[uo + m - 2]
+                        if obs == 0:
+                            val = np.nan
+                        V[vo + g, t] = val
             elif op == 5:   # and / unless (sub 0 / 1): left row r against the right rows of signature ipool[x2 + r]
                 # (x2 + r == x2 + G: none): ipool[x0 + starts[g] ...] (x0 < 0: in order), starts at ipool[x1 + g];
                 # fl: G (-1: no right rows). V aliases

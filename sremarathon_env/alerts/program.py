@@ -52,7 +52,7 @@ from . import plan as PL
 from .compiled import PROGRAM_FIELDS
 
 #: operation codes of ``compiled.program``
-OP_CONST, OP_SEL, OP_AGG, OP_VS, OP_VV, OP_SET, OP_KCOPY, OP_STEP = 0, 1, 2, 3, 4, 5, 6, 7
+OP_CONST, OP_SEL, OP_AGG, OP_VS, OP_VV, OP_SET, OP_KCOPY, OP_STEP, OP_HQ = 0, 1, 2, 3, 4, 5, 6, 7, 8
 #: binary operator codes of ``compiled.binop`` (absent: not lowered, ``^`` and ``atan2``)
 BINOPS = {"+": 0, "-": 1, "*": 2, "/": 3, "%": 4, "==": 10, "!=": 11, ">": 12, "<": 13, ">=": 14, "<=": 15}
 AGGS = {"sum": 0, "count": 1, "group": 2, "max": 3, "min": 4}
@@ -138,7 +138,19 @@ def _fields(node, cls) -> tuple:
         return (node.val,)
     if cls is PL._Range:
         return (node.kernel,)   # (a kernel range node's rows in the kernel output: checked apart, ``visit``)
+    if cls is PL._HistQuantile:
+        return (node.q, node.batches, node.slow, node.labels)
     return (node.labels, node.kind)
+
+
+def _hq_lowered(node) -> bool:
+    """Whether a ``_HistQuantile`` is an instruction: a constant quantile in [0, 1], every bucket group in a batch
+    (distinct upper bounds) whose last bound is +Inf with at least two buckets (else a numpy step)."""
+    q = node.q
+    if type(q) is not PL._Const or not 0 <= q.val <= 1 or node.slow:
+        return False
+    return all(bt.inf_top and bt.m >= 2 for bt in node.batches) and \
+        sum(len(bt.gs) for bt in node.batches) == len(node.labels)
 
 
 def _real(node):
@@ -319,6 +331,12 @@ class _Lowerer:
         self.flen = at + 1
         return at
 
+    def fput(self, a) -> int:
+        at = self.flen
+        for x in a.tolist():
+            self.const(x)
+        return at
+
     def alloc(self, nv: int, npp: int) -> tuple:
         vo, po = self.nv, self.npp
         self.nv += nv
@@ -395,6 +413,8 @@ class _Lowerer:
                 raise _Cant("_Range of another kernel group")
             return ()
         if cls is PL._HistQuantile:
+            if _hq_lowered(node):
+                return (node.child,)
             return (node.q, node.child)
         if cls is PL._Generic:
             return tuple(c for _, c in node.children)
@@ -499,6 +519,17 @@ class _Lowerer:
                        self.put(None if node.r_ident else node.r_order), self.put(node.r_starts),
                        self.put(node.lmap), len(node.r_starts), key)
             return (a[0], po, n, lvl, True), row
+        if cls is PL._HistQuantile and _hq_lowered(node):
+            n = len(node.labels)
+            vo, po = self.alloc(n, n)
+            table = np.empty((n, 3), dtype=np.int64)
+            for bt in node.batches:
+                uo = self.fput(bt.ubs)
+                m = bt.R.shape[1]
+                for j, g in enumerate(bt.gs.tolist()):
+                    table[g] = (self.put(bt.R[j]), m, uo)
+            return (vo, po, n, lvl, True), (OP_HQ, 0, n, vo, po, a[0], a[1], a[2], 0, 0, 0, self.put(table.ravel()),
+                                            self.const(node.q.val), 0, 0, key)
         # a numpy step: after the instructions of its latest child's level (numpy steps of a level run in order),
         # its result copied into the arena
         lvl = -1
