@@ -1456,8 +1456,7 @@ class PackPlan:
         rec = self._prog
         if rec is None or rec[0] is not self._roots or rec[1] is not self._kernel:
             if LOWER_AFTER:
-                # (a build's first calls: the numpy nodes; most builds of a marathon serve one call, which would
-                # not earn back the lowering)
+                # (a build's first calls: the numpy nodes)
                 rec = self._prog = (self._roots, self._kernel, LOWER_AFTER)
             else:
                 rec = self._lower_now()
@@ -1510,8 +1509,10 @@ class PackPlan:
 #: whether calls are evaluated by the compiled program of each build (``program.py``) where the compiled kernels
 #: are on (False: always the numpy nodes; the tests compare both)
 PROGRAM = True
-#: calls of a build evaluated by the numpy nodes before it is lowered into a program (0: lowered at its first call)
-LOWER_AFTER = 1
+#: calls of a build evaluated by the numpy nodes before it is lowered into a program (0: lowered at its first call;
+#: an OB env marathon rebuilds at most calls, and a lowering (~0.3-0.7 ms, most of it the rebuilt rules' new nodes)
+#: is earned back by its first call since the program takes histogram_quantile too)
+LOWER_AFTER = 0
 
 
 def _lower(plan: PackPlan):
