@@ -1,4 +1,5 @@
-"""Optional compiled (numba) versions of the tape's two hot loops: the window kernel and the tape extension.
+"""Optional compiled (numba) versions of the tape's two hot loops (the window kernel and the tape extension) and of
+the plan's node evaluation (``program``: a lowered plan, see ``program.py``).
 
 The numpy code in ``tape`` is the reference. These kernels do the same arithmetic one (time, row) or one
 (column, slot) cell at a time, fused in one pass (the extension reads each family's store rows directly), with
@@ -45,7 +46,7 @@ def _mode() -> str:
 
 
 def kernels():
-    """The compiled kernels (a namespace with ``window`` and ``extend``), or None: numba absent,
+    """The compiled kernels (a namespace with ``window``, ``extend`` and ``program``), or None: numba absent,
     ``SREMARATHON_NUMBA=0``, or (``auto``) the numpy kernels have not yet spent ``AUTO_AFTER_S`` here."""
     if _LOADED:
         return _LOADED[0] if _mode() != "0" else None
@@ -62,7 +63,7 @@ def note_numpy(seconds: float) -> None:
 
 def warm():
     """Load the compiled kernels now (unless ``SREMARATHON_NUMBA=0``; numba absent: None), whatever the mode:
-    imports numba and loads (or compiles) both kernels. The bench calls it before it measures."""
+    imports numba and loads (or compiles) the kernels. The bench calls it before it measures."""
     if _mode() == "0":
         return None
     if not _LOADED:

@@ -3,26 +3,28 @@
 ``plan.PackPlan`` evaluates its nodes one numpy call (or a few) at a time: ~150-200 node computes per alert
 call whose cost is mostly numpy's per-call overhead. After each rebuild, ``lower`` turns the nodes the
 rules' roots reach into instruction rows (an operation, its row count, where its inputs and output lie in one
-arena of values and one of presence, each ``(rows, times)``, and its index arrays in one integer pool) that
-``compiled``'s ``program`` kernel runs. The common node types are lowered:
+arena of values and one of presence, each ``(rows, times)``, its index arrays in one integer pool, its
+constants in one float pool) that ``compiled``'s ``program`` kernel runs. Lowered node types:
 
-* ``_Const`` (a constant row), ``_Sel`` (a gather of store rows at the instant columns), ``_Agg`` (sum, count,
-  group, max, min: singletons, one group, groups), ``_VecScalar`` and ``_VecVec`` (+ - * / % and the six
-  comparisons, filters and ``bool``), ``_SetAndUnless``;
-* ``_Pass`` and kernel ``_Range`` nodes cost nothing: a ``_Pass`` is its child's arena rows, a kernel range node
-  rows of the kernel group's output, copied into the arena once per call;
-* anything else (``_HistQuantile``, ``_Generic``, ranges of a ``_RangeGroup``, ``^`` and ``atan2``) is computed
-  by its own numpy ``value`` between segments, its lowered children's arena rows given to it as their values
-  (``_stamp`` / ``_out``), and its result copied into the arena.
+* ``_Const`` (a constant row), ``_Sel`` (a gather of store rows at the instant columns), kernel ``_Range`` (its
+  rows of the kernel group's output), ``_Agg`` (sum, count, group, max, min: singletons, one group, groups),
+  ``_VecScalar`` and ``_VecVec`` (+ - * / % and the six comparisons, filters and ``bool``), ``_SetAndUnless``,
+  ``_HistQuantile`` of a constant quantile in [0, 1] over distinct bucket bounds ending at +Inf;
+* ``_Pass`` costs nothing (its child's arena rows), nor do filters' values and arithmetic's presence (the
+  child's rows, as the numpy nodes return the child's arrays);
+* anything else (``_Generic``, ranges of a ``_RangeGroup``, ``^`` and ``atan2``, other ``histogram_quantile``
+  layouts) is a numpy step: its own ``value`` runs between compiled runs, its lowered children's arena rows given
+  to it as their values (``_stamp`` / ``_out``), and its result is copied into the arena.
 
 Each instruction follows its node's numpy ``compute`` operation by operation (the same float operations in the
 same order: a sum from -0.0 row after row in input order, a one-group sum as ``add.accumulate``, max / min in
-group order), so the results are the numpy path's bits (tests/alerts/test_program.py). Where numpy itself is
-not one definition - ``fmax`` / ``fmin`` of 0.0 and -0.0 - the program stops and the call is evaluated by the
-numpy path; so it does where a numpy node raises (the plan's per-rule fallback then applies as before).
+group order, the quantile's cumulative ``fmax`` and interpolation), so the results are the numpy path's bits
+(tests/alerts/test_program.py). Where numpy itself is not one definition - ``fmax`` / ``fmin`` of 0.0 and -0.0 -
+or where the numpy node takes a per-cell path (a partly present histogram group), the program stops and the call
+is evaluated by the numpy nodes; so it is where a numpy step raises (the plan's per-rule fallback then applies).
 
-Lowering reuses, per node object, what does not depend on the program (index arrays, operation codes); per
-rebuild it walks the reached nodes once and concatenates their arrays.
+Lowering keeps, per node object, its arena rows, pool entries and packed rows while its fields and children's
+lowerings are unchanged, and per rule its root's lowering while the rebuild kept the rule (``_Lowerer``).
 
 >>> import numpy as np
 >>> from sremarathon_env.telemetry.store import MetricStore
@@ -101,26 +103,18 @@ class _Cant(Exception):
     """A node the program cannot take (an unknown node type): the plan stays on the numpy path."""
 
 
-def _same(xs: tuple, ys: tuple) -> bool:
-    """Whether two tuples hold the same objects, position by position (arrays by identity)."""
-    if len(xs) != len(ys):
-        return False
-    for x, y in zip(xs, ys):
-        if x is not y:
-            return False
-    return True
-
-
-# What a node's instruction depends on: its type's fields below (plan.py; arrays by identity) and its children's arena
-# entries. A node keeps its last lowering in ``_lw`` = (generation, fields, children's entries, its entry, its
-# instruction row or None); where fields and children's entries are the same at the next lowering, the entry and the
-# row are taken as they are (a rebuild replaces only some nodes: the others keep their arena rows and pool arrays).
-# Fields read: _Sel.flat / perm / sel (at_ms, offset_ms); _Agg.op / G / gid / singletons / one_group / perm / order /
-# starts / child; _VecScalar.op / rb / left / const / vec / sc; _VecVec.op / rb / swap / mi / oi / lhs / rhs / labels;
+# What a node's instruction depends on: its type's fields below (plan.py; compared by identity) and its children's
+# arena entries. A node keeps its last lowering in ``_lw`` = (generation, fields, its children's lowerings, its
+# lowering, its packed row), a lowering being (entry, packed rows of the subgraph in post-order) and an entry
+# (value rows offset, presence rows offset, rows, level, lowered): ints and bytes only (a record holding the node
+# itself would be cyclic garbage once the node is dropped). Where the fields and the children's lowerings are the
+# same objects at the next lowering, the node's lowering is taken as it is; where only the children's entries are
+# equal, its row is. Fields read (a change of any of them must make a new node or be one of these fields):
+# _Sel.flat / perm / sel (at_ms, offset_ms); _Agg.op / G / gid / singletons / one_group / perm / order / starts /
+# child; _VecScalar.op / rb / left / const / vec / sc; _VecVec.op / rb / swap / mi / oi / lhs / rhs / labels;
 # _SetAndUnless.op / r_order / r_starts / lmap / r_ident / lhs / rhs; _Range.kernel / group / a / b; _Pass.child;
-# _Const.val; _HistQuantile.q / child; _Generic.children; any node's labels (length) and kind. An entry is
-# (value rows offset, presence rows offset, rows, level, lowered): ints only (a node's record holding the node
-# itself would be cyclic garbage once the node is dropped).
+# _Const.val; _HistQuantile.q / child / batches (ubs, gs, R, m, inf_top) / slow; _Generic.children; any node's
+# labels (length) and kind.
 
 def _fields(node, cls) -> tuple:
     if cls is PL._Agg:
@@ -162,7 +156,6 @@ def _real(node):
 
 _EMPTY_ENTRY = (0, 0, 0, -1, True)
 _EMPTY_L = (_EMPTY_ENTRY, b"")
-_ROW = np.dtype((np.void, 8 * PROGRAM_FIELDS))   # an instruction row as one value (deduplication)
 
 
 class Program:
