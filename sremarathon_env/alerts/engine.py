@@ -129,6 +129,13 @@ def _go_expand(template: str, m: re.Match) -> str:
     return "".join(out)
 
 
+#: label_replace expansions per (regex, replacement): source value -> the replacement's expansion, or None where the
+#: regex does not match the value (a pure function of the three)
+_LR_VALUES: dict[tuple, dict] = {}
+LR_VALUES_MAX = 20_000  #: values kept per (regex, replacement) before its record starts again
+_NO_VALUE = object()
+
+
 def error_types():
     return (IndexError, KeyError, re.error)
 
@@ -695,22 +702,37 @@ class PromQLEngine:
 
     @staticmethod
     def _label_replace(labels, dst, repl, src, rx):
-        if True:
-            pat = re.compile(rx, re.DOTALL)
-            out = []
-            for lb in labels:
-                m = pat.fullmatch(get(lb, src))
-                if m is None:
-                    out.append(lb)
-                    continue
-                d = dict(lb)
-                val = _go_expand(repl, m)
-                if val:
-                    d[dst] = val
-                else:
-                    d.pop(dst, None)
-                out.append(tuple(sorted(d.items())))
-            return out
+        """``label_replace`` of each label set. The regex's expansion depends only on the source label's value: it
+        is kept per (regex, replacement) and value (``_LR_VALUES``), so a value seen before (the same pod in
+        another family, a label set of an earlier list) costs a lookup."""
+        vals = _LR_VALUES.get((rx, repl))
+        if vals is None:
+            if len(_LR_VALUES) >= 64:
+                _LR_VALUES.clear()
+            vals = _LR_VALUES[(rx, repl)] = {}
+        pat = None
+        out = []
+        for lb in labels:
+            sv = get(lb, src)
+            val = vals.get(sv, _NO_VALUE)
+            if val is _NO_VALUE:
+                if pat is None:
+                    pat = re.compile(rx, re.DOTALL)
+                m = pat.fullmatch(sv)
+                val = None if m is None else _go_expand(repl, m)
+                if len(vals) >= LR_VALUES_MAX:
+                    vals.clear()
+                vals[sv] = val
+            if val is None:   # (no match: the label set as it is)
+                out.append(lb)
+                continue
+            d = dict(lb)
+            if val:
+                d[dst] = val
+            else:
+                d.pop(dst, None)
+            out.append(tuple(sorted(d.items())))
+        return out
 
     @staticmethod
     def _absent_labels(sel: S.Sel | None) -> Labels:

@@ -748,6 +748,13 @@ class PackPlan:
         self.lookback_ms = promql.limits.lookback_ms
         self.grid = _Grid(self.t0_ms, self.step_ms, self.lookback_ms)   # what nodes read of the plan
         self._all_families, self._names, self._rule_names, needs = _rules_info(self.rules)
+        # rule indices per metric name read, and the rules never kept (a selector without a name)
+        self._rules_of_name: dict[str, list[int]] = {}
+        for i, names in enumerate(self._rule_names):
+            for n in names:
+                if n is not None:
+                    self._rules_of_name.setdefault(n, []).append(i)
+        self._unkeepable = [i for i, names in enumerate(self._rule_names) if None in names]
         self._sig: tuple | None = None
         self._roots: list[_Node | None] = []
         self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
@@ -1114,9 +1121,15 @@ class PackPlan:
         if self._all_families:
             changed = set(sigs) | set(self._name_sig)
         self._name_sig = sigs
-        records, rule_names = self._records, self._rule_names
-        kept = [rec is not None and None not in rule_names[i] and not (rule_names[i] & changed)
-                for i, rec in enumerate(records)]
+        records = self._records
+        # the rules reading a changed name (or a name-less selector) are rebuilt
+        rebuilt = set(self._unkeepable)
+        by_name = self._rules_of_name
+        for n in changed:
+            rules = by_name.get(n)
+            if rules is not None:
+                rebuilt.update(rules)
+        kept = [rec is not None and i not in rebuilt for i, rec in enumerate(records)]
         # the nodes of the kept rules, registered first (an earlier rule's node wins): a rebuilt rule takes any
         # of them for an equal sub-expression (valid: it reads no changed family), wherever its rule stands
         nodes: dict[str, _Node | None] = {}
@@ -1189,18 +1202,20 @@ class PackPlan:
         return labels
 
     def _node(self, node: S.Node) -> _Node:
-        hit = self._nodes.get(node.key)
+        key = node.key
+        hit = self._nodes.get(key)
         if hit is None:
-            hit = self._make(node)
-            self._nodes[node.key] = hit
-        vk, vn = self._visits
-        vk.append(node.key)
-        vn.append(hit)
-        if isinstance(hit, _Range):
+            # (a range node made here registered itself: a kernel node in _kernel_nodes, another one made its rule
+            # not reusable)
+            hit = self._nodes[key] = self._make(node)
+        elif hit.__class__ is _Range:   # (a node of an earlier rule: registered for this rule too)
             if hit.kernel:
                 self._kernel_nodes[id(hit)] = hit
             else:
                 self._reusable = False
+        vk, vn = self._visits
+        vk.append(key)
+        vn.append(hit)
         return hit
 
     def _make(self, node: S.Node) -> _Node:  # noqa: C901 - one branch per fast path

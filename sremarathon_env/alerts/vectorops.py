@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from .limits import QueryError
-from .values import Labels, Scal, Vec, dedupe, drop_names, get, map_labels, memo, per_label_set
+from .values import (_NONE, Labels, Scal, Vec, dedupe, drop_names, edited_from, get, map_labels, memo, memo_get,
+                     per_label_set)
 
 ARITH_FUNCS = {
     "+": np.add,
@@ -216,11 +217,24 @@ def _groups(vec: Vec, without: bool, grouping: tuple[str, ...]):
 
 def groups_of(labels: list, without: bool, grouping: tuple[str, ...]):
     """(group keys in order of first appearance, group index of each label set) of an aggregation, memoised
-    per label list."""
-    return memo(("groups", without, grouping), (labels,), lambda: _groups_uncached(Vec(labels, None, None), without, grouping))  # type: ignore[arg-type]
+    per label list. A long list made from an earlier one (``values.note_grown``) whose groups are known edits
+    that index (``_groups_edited``)."""
+    tag = ("groups", without, grouping)
+
+    def build():
+        out = _groups_edited(labels, without, grouping, tag) if len(labels) >= GROUPS_EDIT_MIN else None
+        return out if out is not None else _groups_uncached(Vec(labels, None, None), without, grouping)  # type: ignore[arg-type]
+    return memo(tag, (labels,), build)
 
 
-def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
+#: lists at least this long take their group index by editing the index of the list they were made from
+#: (shorter ones: the loop over the rows is cheaper than the edit's numpy calls)
+GROUPS_EDIT_MIN = 48
+
+
+def _group_keys(labels: list, without: bool, grouping: tuple[str, ...]) -> list:
+    """The group key of each label set (memoised per list; a list made from an earlier one looks up only its new
+    label sets, ``map_labels``)."""
     gset = set(grouping)
     if without:
         def key(lb):
@@ -229,7 +243,67 @@ def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
         def key(lb):
             return tuple(x for x in lb if x[0] in gset)
     tag = ("group", without, grouping)
-    ks = memo(("groupkeys", without, grouping), (vec.labels,), lambda: map_labels(("groupkeys", without, grouping), tag, vec.labels, key))
+    return memo(("groupkeys", without, grouping), (labels,), lambda: map_labels(("groupkeys", without, grouping), tag, labels, key))
+
+
+def _groups_edited(labels: list, without: bool, grouping: tuple[str, ...], tag: tuple):
+    """``_groups_uncached`` of a list recorded as made from an earlier list whose groups are memoised: the earlier
+    group index with the removed rows dropped and the inserted rows' groups looked up (a key not seen before takes
+    the next number); where the numbers are then no longer in order of first appearance (a removed first member, a
+    new key before an old one), they are renumbered by first appearance. None where there is no such earlier list.
+
+    The result is the definition's: the keys in order of first appearance and each row's key's number."""
+    g = edited_from(labels)
+    if g is None:
+        return None
+    old, pos, keep = g
+    prev = memo_get(tag, (old,))
+    if prev is _NONE or len(prev[1]) != len(old):
+        return None
+    keys0, gid0 = prev
+    ks = _group_keys(labels, without, grouping)
+    n = len(ks)
+    index0 = memo_get(("groupindex",) + tag, (keys0,))
+    if index0 is _NONE:
+        index0 = memo(("groupindex",) + tag, (keys0,), lambda: dict(zip(keys0, range(len(keys0)))))
+    G0 = len(keys0)
+    added: dict = {}
+    vals = []
+    for p in pos:
+        k = ks[p]
+        v = index0.get(k)
+        if v is None:
+            v = added.get(k)
+            if v is None:
+                v = added[k] = G0 + len(added)
+        vals.append(v)
+    kept = gid0 if keep is None else gid0[np.fromiter(keep, dtype=bool, count=len(keep))]
+    if pos:
+        gid = np.empty(n, dtype=np.intp)
+        at = np.ones(n, bool)
+        at[pos] = False
+        gid[at] = kept
+        gid[pos] = vals
+    else:
+        gid = np.array(kept, dtype=np.intp)
+    cand = keys0 + list(added) if added else keys0
+    G = len(cand)
+    if not n:
+        return [], gid
+    # numbers in order of first appearance, every one present: each row's number is at most one more than the
+    # largest before it, and the largest is the last candidate's
+    top = np.maximum.accumulate(gid)
+    if gid[0] == 0 and top[-1] == G - 1 and bool((gid[1:] <= top[:-1] + 1).all()):
+        return cand, gid
+    uniq, first = np.unique(gid, return_index=True)
+    order = uniq[np.argsort(first, kind="stable")]
+    remap = np.zeros(G, dtype=np.intp)
+    remap[order] = np.arange(len(order), dtype=np.intp)
+    return [cand[j] for j in order.tolist()], remap[gid]
+
+
+def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
+    ks = _group_keys(vec.labels, without, grouping)
     # groups numbered in order of first appearance (a new key gets the number of keys seen before it)
     index: dict = {}
     put = index.setdefault
