@@ -339,7 +339,9 @@ class SimBackend:
                 runs, self._deferred = self._deferred, None
         out: list = self._settle(runs) if own else [None] * n_run
         self._now = max(self._now, float(t))
-        self.writer.flush(self._tick + 1)
+        # the state runs are written up to here when the store is next read (`MetricStore.defer`: one flush
+        # for all the advances before a read)
+        self.writer.defer_flush(self._tick + 1)
         return out
 
     def _task_rates(self, k0: int, K: int) -> np.ndarray:
@@ -478,7 +480,8 @@ class SimBackend:
             for r in runs:
                 bounds.append((a, a + r["K"]))
                 a += r["K"]
-            self.writer.write_traffic(first["k0"], a, dt, out, uh, bounds, incs)
+            # written when the store is next read (consecutive windows of one taped chunk as one write)
+            self.writer.queue_traffic(first["k0"], a, dt, out, uh, bounds, incs, None if hit is None else hit[3:])
         if first["rows"] is None:   # an evidence-only span: no health history
             records = self._evidence_of(first["k0"], evidence if evidence is not None else self._evidence_arrays(out, dt))
             if hit is None and self._tape is not None:   # kept for the followers' takes
@@ -1012,6 +1015,7 @@ class SimBackend:
         """An independent copy of this twin (same state, same future). Shares what no twin mutates:
         the app model and its compiled form, the service specs, the traffic model, the rendered
         initial sources and history, and the current load-noise block."""
+        self.store.complete()   # (the writes left pending refer to shared taped outputs)
         memo = {id(x): x for x in (self.app, self.m, self.tm, self._svc_in, self._base_task_rate, self._load_noise,
                                    *self.app.services)}
         memo[id(self._zone_net)] = {}   # a cache: the clone starts its own

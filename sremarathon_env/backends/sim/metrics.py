@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sremarathon_env.backends.sim.cluster import rolling_params
-from sremarathon_env.backends.sim.traffic import bucket_cdf
+from sremarathon_env.backends.sim.traffic import bucket_cdf, window
 from sremarathon_env.backends.sim.spanmetrics import SpanMetricsWriter
 from sremarathon_env.backends.sim.util import seqsum
 from sremarathon_env.telemetry.catalogue import CATALOGUE, LE_LABELS
@@ -207,6 +207,11 @@ class MetricWriter:
         #: every Deployment has its series (`refresh_state` then visits only the changed ones)
         self._dep_rank: dict[str, int] | None = None
         self._svc_dep: dict[int, str] = {}
+        #: writes left pending until the store is read (`queue_traffic`, `defer_flush`, done by `complete`): the
+        #: traffic writes in order, [k0, K, dt, outputs, uh, bounds, increments, (taped chunk, a, j) or None],
+        #: and the tick the state runs are to be flushed up to (0: none)
+        self._pend_traffic: list[list] = []
+        self._pend_upto = 0
 
     # ------------------------------------------------------------------ mesh counters layout
     def _enable(self, i: int, col: int) -> None:
@@ -293,6 +298,45 @@ class MetricWriter:
         self.lg_deg._data[: len(self.lg_deg_cum), cols] = dg.T
         if self.spans is not None:
             self.spans.write(k0, K, dt, out)
+
+    def queue_traffic(self, k0: int, K: int, dt: float, out, uh: np.ndarray, bounds: list[tuple[int, int]],
+                      incs: "TrafficIncrements | None" = None, src: tuple | None = None) -> None:
+        """`write_traffic`, left pending until the store is read (`MetricStore.defer`; `complete` writes in
+        order). ``src``: (taped chunk, a, j) when ``out`` and ``incs`` are the window ``a .. j-1`` of a taped
+        chunk's outputs and increments (`_Tape.take`): a write that continues the previous pending window of
+        the same chunk joins it (one write of the joined window, its runs' bounds kept: the same samples, as
+        every number is elementwise along ticks and the running totals add one tick at a time)."""
+        pend = self._pend_traffic
+        if src is not None and pend:
+            last = pend[-1]
+            ls = last[7]
+            if ls is not None and ls[0] is src[0] and ls[2] == src[1] and last[2] == dt:
+                K0 = last[1]
+                last[1] = K0 + K
+                last[5] = last[5] + [(a + K0, b + K0) for a, b in bounds]
+                last[3] = last[6] = None   # the joined window's, taken from the chunk at `complete`
+                last[7] = (ls[0], ls[1], src[2])
+                return
+        pend.append([k0, K, dt, out, uh, list(bounds), incs, src])
+        self.store.defer(self.complete)
+
+    def defer_flush(self, upto: int) -> None:
+        """`flush` up to ``upto``, left pending until the store is read (`complete`)."""
+        if upto > self._pend_upto:
+            self._pend_upto = upto
+        self.store.defer(self.complete)
+
+    def complete(self) -> None:
+        """Do the writes left pending (`queue_traffic`, `defer_flush`), in order."""
+        pend, self._pend_traffic = self._pend_traffic, []
+        for k0, K, dt, out, uh, bounds, incs, src in pend:
+            if out is None:   # joined windows of one taped chunk: the window of the whole span
+                chunk, a, j = src
+                out, incs = window(chunk[1], a, j), chunk[6].window(a, j)
+            self.write_traffic(k0, K, dt, out, uh, bounds, incs)
+        if self._pend_upto:
+            upto, self._pend_upto = self._pend_upto, 0
+            self.flush(upto)
 
     def write_pods(self, k0: int, K: int, cpu: np.ndarray, periods: np.ndarray, throttled: np.ndarray,
                    mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:
@@ -705,4 +749,7 @@ class SlotsOnly:
         self.sim.cluster.touched = set()
 
     def flush(self, upto: int) -> None:
+        pass
+
+    def defer_flush(self, upto: int) -> None:
         pass

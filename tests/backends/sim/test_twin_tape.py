@@ -69,6 +69,7 @@ def _scored(monkeypatch, seed: int, builds: list | None = None, incs: list | Non
                 EVENTS[k](sim)
             if k == DIVERGE:
                 sim.scale("frontend", 4)
+        sim.store.complete()   # the metric writes left pending until a read (their increments counted here)
     return sim, evidence, steps[0]
 
 
