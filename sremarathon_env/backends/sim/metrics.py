@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sremarathon_env.backends.sim.cluster import rolling_params
-from sremarathon_env.backends.sim.traffic import bucket_cdf, window
+from sremarathon_env.backends.sim.traffic import bucket_cdf, concat, window
 from sremarathon_env.backends.sim.spanmetrics import SpanMetricsWriter
 from sremarathon_env.backends.sim.util import seqsum
 from sremarathon_env.telemetry.catalogue import CATALOGUE, LE_LABELS
@@ -327,13 +327,31 @@ class MetricWriter:
         self.store.defer(self.complete)
 
     def complete(self) -> None:
-        """Do the writes left pending (`queue_traffic`, `defer_flush`), in order."""
+        """Do the writes left pending (`queue_traffic`, `defer_flush`), in order. Consecutive traffic writes of
+        stepped (not taped) outputs are joined into one: their outputs and no-endpoint shares joined along the
+        tick axis, their runs' bounds kept (the same samples: see `queue_traffic`)."""
         pend, self._pend_traffic = self._pend_traffic, []
-        for k0, K, dt, out, uh, bounds, incs, src in pend:
-            if out is None:   # joined windows of one taped chunk: the window of the whole span
-                chunk, a, j = src
-                out, incs = window(chunk[1], a, j), chunk[6].window(a, j)
+        i = 0
+        while i < len(pend):
+            k0, K, dt, out, uh, bounds, incs, src = pend[i]
+            j = i + 1
+            if src is None:
+                while j < len(pend) and pend[j][7] is None and pend[j][2] == dt and pend[j][0] == k0 + K:
+                    K += pend[j][1]
+                    j += 1
+            if j > i + 1:
+                group = pend[i:j]
+                out = concat([g[3] for g in group])
+                uh = np.concatenate([np.broadcast_to(g[4], (g[1], g[4].shape[-1])) for g in group], axis=0)
+                bounds, a = [], 0
+                for g in group:
+                    bounds += [(x + a, y + a) for x, y in g[5]]
+                    a += g[1]
+            elif out is None:   # joined windows of one taped chunk: the window of the whole span
+                chunk, a, b = src
+                out, incs = window(chunk[1], a, b), chunk[6].window(a, b)
             self.write_traffic(k0, K, dt, out, uh, bounds, incs)
+            i = j
         if self._pend_upto:
             upto, self._pend_upto = self._pend_upto, 0
             self.flush(upto)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from faults.effects import Effect
 from sremarathon_env.backends.sim import SimBackend
+from sremarathon_env.backends.sim import backend as backend_mod
 from sremarathon_env.backends.sim import metrics as metrics_mod
 from sremarathon_env.marathon import Marathon, MarathonConfig
 from sremarathon_env.telemetry.store import MetricStore
-from tests.backends.sim.twins import assert_same_store
+from tests.backends.sim.twins import assert_same_store, assert_same_twins
 
 CALLS = {
     2: [{"tool": "query_metrics", "args": {"query": "sum(rate(istio_requests_total[5m]))"}}],
@@ -90,3 +92,50 @@ def test_a_clone_completes_the_pending_writes_first():
     twin.advance_to(600.0)
     assert_same_store(sim, twin)
     assert np.isfinite(sim.store.families("up")[0].values(sim.store.n_ticks)[:, -1]).any()
+
+
+def _ops(sim):
+    s = sim.app.service_names
+    return {
+        12: lambda: sim.apply_effect(Effect(kind="memory_leak", service=s[2], mi_per_min=40.0)),
+        20: lambda: sim.deploy(s[0], message="m", author="a", image_tag="v9.9.9"),
+        33: lambda: sim.apply_effect(Effect(kind="crash", service=s[3], reason="Error", exit_code=1)),
+        47: lambda: sim.apply_effect(Effect(kind="latency", service=s[1], ms=300)),
+        60: lambda: sim.drain_node(sim.app.topology.nodes[1].name),
+        71: lambda: sim.scale(s[4], 4),
+        85: lambda: sim.restart(s[1]),
+    }
+
+
+def _stepped(app: str, seed: int, read_every: int):
+    """A twin without a taped run (every advance steps its own traffic), advanced in uneven steps through
+    interventions; its store read every ``read_every`` advances (1: the writes as each advance made them)."""
+    sim = SimBackend(app, seed=seed)
+    ops = _ops(sim)
+    rng = np.random.default_rng(seed)
+    k = n = 0
+    while k < 120:
+        k = min(120, k + int(rng.integers(1, 6)))
+        sim.advance_to(k * 15.0)
+        n += 1
+        if n % read_every == 0:
+            sim.store.n_ticks
+        for due in [d for d in ops if d <= k]:   # (each once, at the first stop at or after its tick)
+            ops.pop(due)()
+    return sim
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket", "astronomy-shop"])
+def test_joined_writes_of_stepped_outputs_equal_the_writes_at_every_advance(app, monkeypatch):
+    backend_mod._TAPES.clear()
+    joined = []
+    orig_write = metrics_mod.MetricWriter.write_traffic
+    monkeypatch.setattr(metrics_mod.MetricWriter, "write_traffic",
+                        lambda self, k0, K, *a, **kw: (joined.append(K), orig_write(self, k0, K, *a, **kw))[1])
+    now = _stepped(app, 5, read_every=1)
+    n_now = len(joined)
+    for every in (3, 1000):
+        joined.clear()
+        lazy = _stepped(app, 5, read_every=every)
+        assert len(joined) < n_now
+        assert_same_twins(now, lazy)

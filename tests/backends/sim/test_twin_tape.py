@@ -65,11 +65,11 @@ def _scored(monkeypatch, seed: int, builds: list | None = None, incs: list | Non
         evidence = []
         for k in range(2, 62, 2):
             evidence += sim.advance_to(k * 15.0)
+            sim.store.complete()   # the metric writes each advance leaves pending (their increments counted here)
             if k in EVENTS:
                 EVENTS[k](sim)
             if k == DIVERGE:
                 sim.scale("frontend", 4)
-        sim.store.complete()   # the metric writes left pending until a read (their increments counted here)
     return sim, evidence, steps[0]
 
 
