@@ -1588,17 +1588,13 @@ class SimBackend:
     def quota_used(self) -> dict[str, float]:
         c = self.cluster
         slots = c.active_slots()
-        return {"pods": float(len(slots)),
-                "requests.cpu": _nansum(c.p_cpu_req[slots]),
-                "requests.memory": _nansum(c.p_mem_req[slots]) * 2**20,
-                "limits.cpu": _nansum(c.p_cpu_lim[slots]),
-                "limits.memory": _nansum(c.p_mem_lim[slots]) * 2**20}
-
-
-def _nansum(x: np.ndarray) -> float:
-    """``float(np.nansum(x))`` of a fresh 1-D array (NaN set to 0, then the same reduction), in place."""
-    x[np.isnan(x)] = 0.0
-    return float(x.sum())
+        # the four per-slot columns at once: each row's NaN-free sum is the one ``np.nansum`` of that column gives
+        # (a contiguous row reduces as the 1-D array does)
+        x = np.array((c.p_cpu_req, c.p_mem_req, c.p_cpu_lim, c.p_mem_lim)).take(slots, axis=1)
+        x[np.isnan(x)] = 0.0
+        cpu_req, mem_req, cpu_lim, mem_lim = x.sum(axis=1).tolist()
+        return {"pods": float(len(slots)), "requests.cpu": cpu_req, "requests.memory": mem_req * 2**20,
+                "limits.cpu": cpu_lim, "limits.memory": mem_lim * 2**20}
 
 
 def _diff(meta: dict[str, Any]) -> str:

@@ -196,12 +196,14 @@ class MetricWriter:
         #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value], shape) (the three
         #: lists in the order the object's series come, None when a row repeats; shape: see `_update`)
         self._objects: dict[tuple, tuple] = {}
-        #: family -> [current value per row (NaN: no live series), live mask per row]
-        self._cur: dict[str, list[np.ndarray]] = {}
+        #: family -> [current value per row (NaN: no live series), live mask per row, first live row, last live
+        #: row + 1 (both None: to be found again; 0, 0: none)] (`_live_on`, `_live_off`)
+        self._cur: dict[str, list] = {}
         self._fams: dict[str, Family] = {}
         self._prev_eff = np.zeros(0, dtype=bool)
         self._eff: list[bool] = []   # `refresh_state`: effective readiness per pod slot, as bools
         self._prev_no_ep = None
+        self._node_sig: list | None = None   # the nodes' signatures at the last refresh
         self._quota_layout = -1
         #: Deployment name -> its position in the cluster's (fixed) Deployments, and service -> Deployment, once
         #: every Deployment has its series (`refresh_state` then visits only the changed ones)
@@ -455,9 +457,12 @@ class MetricWriter:
         if self._dep_rank is None:   # the Deployments (a fixed set) all have their series now
             self._dep_rank = {name: i for i, name in enumerate(deps)}
             self._svc_dep = {dep.svc: dep.name for dep in deps.values()}
-        for nd in c.nodes:
-            self._update(("node", nd.index), (nd.ready, nd.cordoned), lambda nd=nd: self._split(self._node_series(nd)),
-                         dirty)
+        node_sig = [(nd.ready, nd.cordoned) for nd in c.nodes]
+        if node_sig != self._node_sig:   # (a node's series change only with these: else each update is a no-op)
+            self._node_sig = node_sig
+            for nd in c.nodes:
+                self._update(("node", nd.index), (nd.ready, nd.cordoned),
+                             lambda nd=nd: self._split(self._node_series(nd)), dirty)
         # the quota's use changes only when pods are created or deleted
         if ("quota",) not in self._objects or (cand and c.layout_version != self._quota_layout):
             self._quota_layout = c.layout_version
@@ -468,16 +473,14 @@ class MetricWriter:
             old = self._runs.get(name)
             if old is not None and tick > old[4] and old[2] > old[1]:
                 fam._data[old[1]:old[2], old[4]:tick] = old[3][:, None]
-            vals, live = self._cur[name]
-            on = np.flatnonzero(live)   # first and last live row
-            if len(on):
-                # the run as one block of rows: rows without a live series in it are NaN, as the
-                # store's unwritten cells are (a slice write instead of a scatter)
-                r0, r1 = int(on[0]), int(on[-1]) + 1
-                dense = vals[r0:r1].copy()
-            else:
-                r0 = r1 = 0
-                dense = np.zeros(0)
+            vl = self._cur[name]
+            if vl[2] is None:   # the first and last live row, found again (`_live_off`)
+                on = np.flatnonzero(vl[1])
+                vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
+            r0, r1 = vl[2], vl[3]
+            # the run as one block of rows: rows without a live series in it are NaN, as the store's
+            # unwritten cells are (a slice write instead of a scatter)
+            dense = vl[0][r0:r1].copy() if r1 > r0 else np.zeros(0)
             self._runs[name] = [fam, r0, r1, dense, tick]
 
     def _drop(self, key, dirty: set) -> bool:
@@ -486,9 +489,10 @@ class MetricWriter:
             return False
         cur = self._cur
         for (name, row) in old[1]:
-            vals, live = cur[name]
-            vals[row] = np.nan
-            live[row] = False
+            vl = cur[name]
+            vl[0][row] = np.nan
+            vl[1][row] = False
+            _live_off(vl, row)
             dirty.add(name)
         return True
 
@@ -520,6 +524,7 @@ class MetricWriter:
                         vl = cur[name]
                         vl[0][row] = value
                         vl[1][row] = True
+                        _live_on(vl, row)
                         dirty.add(name)
                 self._objects[key] = (sig, entries, keys, rows, vals, shape)
                 return True
@@ -546,11 +551,13 @@ class MetricWriter:
                     vl = self._grow_cur(name, row)
                 vl[0][row] = value
                 vl[1][row] = True
+                _live_on(vl, row)
                 dirty.add(name)
         for (name, row) in before or ():   # series the object no longer has
             vl = cur[name]
             vl[0][row] = np.nan
             vl[1][row] = False
+            _live_off(vl, row)
             dirty.add(name)
         # (series, rows, values) in order for the next update's fast path; none when a row repeats
         if len(entries) == len(keys):
@@ -568,16 +575,18 @@ class MetricWriter:
             vals.append(value)
         return keys, vals
 
-    def _grow_cur(self, name: str, row: int) -> list[np.ndarray]:
-        """The value/live arrays of family ``name``, grown to hold ``row``."""
+    def _grow_cur(self, name: str, row: int) -> list:
+        """The current values of family ``name`` (`_cur`), grown to hold ``row``."""
         vl = self._cur.get(name)
         n = max(64, 2 * (row + 1))
         vals = np.full(n, np.nan)
         live = np.zeros(n, dtype=bool)
-        if vl is not None:
+        if vl is None:
+            vl = self._cur[name] = [vals, live, 0, 0]
+        else:
             vals[: len(vl[0])] = vl[0]
             live[: len(vl[1])] = vl[1]
-        vl = self._cur[name] = [vals, live]
+            vl[0], vl[1] = vals, live
         return vl
 
     @staticmethod
@@ -735,6 +744,24 @@ class MetricWriter:
         for res, hard in self.sim.cluster.quota_hard.items():
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "hard"), hard
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "used"), used[res]
+
+
+def _live_on(vl: list, row: int) -> None:
+    """Row ``row`` of a family's current values (`MetricWriter._cur`) has a live series now: its live range
+    grows to hold it."""
+    lo = vl[2]
+    if lo is not None and not lo <= row < vl[3]:
+        if vl[3] == lo:   # none live before
+            vl[2], vl[3] = row, row + 1
+        else:
+            vl[2], vl[3] = min(lo, row), max(vl[3], row + 1)
+
+
+def _live_off(vl: list, row: int) -> None:
+    """Row ``row`` has no live series now: at an end of the live range, the range is found again when next
+    needed (inside it, the first and last live rows stay)."""
+    if vl[2] is not None and (row == vl[2] or row == vl[3] - 1):
+        vl[2] = None
 
 
 class SlotsOnly:
