@@ -35,8 +35,6 @@ from sremarathon_env.backends.sim.traffic import StackedInputs, TickInputs, Traf
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum, template_hash
 from sremarathon_env.telemetry.store import MetricStore
 
-IDLE_CPU_CORES = 0.002
-CFS_PERIOD_S = 0.1
 MAX_BATCH = 32
 #: ticks per traffic step of deferred runs (whole runs; arrays stay cache-sized)
 DEFER_CHUNK = 64
@@ -659,22 +657,9 @@ class SimBackend:
             lag_block = lag_block[:Kc]
             if len(self._lag):
                 self._lag[:] = lag_block[-1]
-        if self.metrics:   # cAdvisor CPU counters: only the metric writer reads them
-            x = IDLE_CPU_CORES + per_pod_rate * lay[4] * 1e-3
-            if self._has_burn:   # adding a zero burn changes no float (x > 0)
-                x = x + self.pod_burn[sl]
-            demand = running * x
-            has_lim, lim_f = lay[6], lay[7]
-            usage = np.where(has_lim, np.minimum(demand, lim_f), demand)
-            util = demand / lim_f
-            thr_frac = np.minimum(np.maximum((util - 0.6) / 0.6, 0.0), 1.0) * has_lim
-            periods = running * (dt / CFS_PERIOD_S)
-            cpu = seqsum(self.cpu_cum[sl], usage * dt)
-            per = seqsum(self.periods_cum[sl], periods[None] if Kc == 1 else np.broadcast_to(periods, (Kc, len(sl))))
-            thr = seqsum(self.throttled_cum[sl], periods * thr_frac)
-            self.cpu_cum[sl], self.periods_cum[sl], self.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
-            self.pod_util[sl] = util[-1]
-            self.writer.write_pods(k0, Kc, cpu, per, thr, mem, running, lag_block)
+        if self.metrics:   # cAdvisor counters (only the metric writer reads them): written at the next store read
+            self.writer.queue_pods(k0, Kc, dt, sl, lay, per_pod_rate, self.pod_burn[sl] if self._has_burn else None,
+                                   running, mem, lag_block)
         h = self.history
         rows = None
         if not self._lean:
@@ -736,10 +721,8 @@ class SimBackend:
         if self.metrics:
             started = c.p_started
             restarted = (started != self._cum_started) & ~np.isnan(started)   # NaN != x holds: a first start counts
-            if restarted.any():
-                self.cpu_cum[restarted] = 0.0
-                self.periods_cum[restarted] = 0.0
-                self.throttled_cum[restarted] = 0.0
+            if restarted.any():   # (in order with the counter blocks the writer has pending)
+                self.writer.reset_counters(np.flatnonzero(restarted))
                 self._cum_started[restarted] = started[restarted]
         # effects that live in containers end when every pod they were injected into is gone
         for h in sorted(self._in_pods):

@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from sremarathon_env.backends.sim.backend import SimBackend
 
 MI = float(2**20)
+#: cAdvisor: the CPU a running container uses idle (cores), and the CFS period (s)
+IDLE_CPU_CORES = 0.002
+CFS_PERIOD_S = 0.1
 #: (reporter, response_code, response_flags) columns of the request counter matrix
 CODE_COLS = (("source", "200", "-"), ("source", "503", "UH"), ("source", "503", "UF"), ("source", "504", "UT"),
              ("source", "500", "-"), ("destination", "200", "-"), ("destination", "500", "-"))
@@ -214,6 +217,9 @@ class MetricWriter:
         #: and the tick the state runs are to be flushed up to (0: none)
         self._pend_traffic: list[list] = []
         self._pend_upto = 0
+        #: the cAdvisor counter blocks left pending, in order: [k0, K, dt, slots, their rows, per-slot constants,
+        #: per-pod rates, burn or None, running, working sets, queue lag], and counter resets (an array of slots)
+        self._pend_pods: list = []
 
     # ------------------------------------------------------------------ mesh counters layout
     def _enable(self, i: int, col: int) -> None:
@@ -329,7 +335,7 @@ class MetricWriter:
         self.store.defer(self.complete)
 
     def complete(self) -> None:
-        """Do the writes left pending (`queue_traffic`, `defer_flush`), in order. Consecutive traffic writes of
+        """Do the writes left pending (`queue_traffic`, `queue_pods`, `defer_flush`), in order. Consecutive traffic writes of
         stepped (not taped) outputs are joined into one: their outputs and no-endpoint shares joined along the
         tick axis, their runs' bounds kept (the same samples: see `queue_traffic`)."""
         pend, self._pend_traffic = self._pend_traffic, []
@@ -354,19 +360,97 @@ class MetricWriter:
                 out, incs = window(chunk[1], a, b), chunk[6].window(a, b)
             self.write_traffic(k0, K, dt, out, uh, bounds, incs)
             i = j
+        if self._pend_pods:
+            self._complete_pods()
         if self._pend_upto:
             upto, self._pend_upto = self._pend_upto, 0
             self.flush(upto)
 
-    def write_pods(self, k0: int, K: int, cpu: np.ndarray, periods: np.ndarray, throttled: np.ndarray,
-                   mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:
-        """Write the per-pod cAdvisor families (the current flow slots) and the consumer lag for ticks
-        ``k0 .. k0+K-1`` (arrays with a leading tick axis)."""
+    def queue_pods(self, k0: int, K: int, dt: float, sl: np.ndarray, lay: tuple, per_pod_rate: np.ndarray,
+                   burn: np.ndarray | None, running: np.ndarray, mem: np.ndarray, lag: np.ndarray) -> None:
+        """The cAdvisor counters (and the consumer lag) of ticks ``k0 .. k0+K-1`` of the flow slots ``sl``
+        (`flow_slots_now`; ``lay``: their `SimBackend._layout_arrays`), left pending until the store is read:
+        per tick and slot the per-pod request rate, the working set (MiB), the slots' CPU burn (or None: none)
+        and whether each container runs. `complete` computes and writes them in order (`_pods_block`)."""
+        self._pend_pods.append([k0, K, dt, sl, self.flow_rows, lay, per_pod_rate, burn, running, mem, lag])
+        self.store.defer(self.complete)
+
+    def reset_counters(self, slots: np.ndarray) -> None:
+        """(Re)started containers count from zero: their cAdvisor counters restart, after the pending blocks."""
+        if self._pend_pods:
+            self._pend_pods.append(slots)
+            self.store.defer(self.complete)
+        else:
+            self._reset(slots)
+
+    def _reset(self, slots: np.ndarray) -> None:
+        sim = self.sim
+        sim.cpu_cum[slots] = 0.0
+        sim.periods_cum[slots] = 0.0
+        sim.throttled_cum[slots] = 0.0
+
+    def _complete_pods(self) -> None:
+        """The pending cAdvisor blocks and resets, in order; consecutive blocks of the same slots (no reset
+        between) computed and written as one (elementwise along ticks: the same floats, see `_pods_block`)."""
+        pend, self._pend_pods = self._pend_pods, []
+        i = 0
+        while i < len(pend):
+            item = pend[i]
+            if not isinstance(item, list):
+                self._reset(item)
+                i += 1
+                continue
+            k0, K, dt, sl, rows, lay, ppr, burn, running, mem, lag = item
+            j = i + 1
+            while j < len(pend) and isinstance(pend[j], list) and pend[j][3] is sl and pend[j][5] is lay \
+                    and pend[j][2] == dt and pend[j][0] == k0 + K:
+                K += pend[j][1]
+                j += 1
+            if j > i + 1:
+                group = pend[i:j]
+                n = len(sl)
+                ppr = np.concatenate([g[6] for g in group], axis=0)
+                mem = np.concatenate([g[9] for g in group], axis=0)
+                lag = np.concatenate([g[10] for g in group], axis=0)
+                running = np.concatenate([np.broadcast_to(g[8], (g[1], n)) for g in group], axis=0)
+                if any(g[7] is not None for g in group):   # a zero burn adds nothing (the terms are > 0)
+                    burn = np.concatenate([np.broadcast_to(g[7] if g[7] is not None else np.zeros(n), (g[1], n))
+                                           for g in group], axis=0)
+            self._pods_block(k0, K, dt, sl, rows, lay, ppr, burn, running, mem, lag)
+            i = j
+
+    def _pods_block(self, k0: int, K: int, dt: float, sl: np.ndarray, rows: np.ndarray, lay: tuple,
+                    per_pod_rate: np.ndarray, burn: np.ndarray | None, running: np.ndarray, mem: np.ndarray,
+                    lag: np.ndarray) -> None:
+        """cAdvisor counters of ticks ``k0 .. k0+K-1``: CPU use (idle + per call, plus burn; capped at the limit),
+        CFS periods and throttled periods, as running totals per container (`seqsum`), written with the working
+        sets; ``running``: per slot, or per tick and slot."""
+        sim = self.sim
+        x = IDLE_CPU_CORES + per_pod_rate * lay[4] * 1e-3
+        if burn is not None:   # adding a zero burn changes no float (x > 0)
+            x = x + burn
+        demand = running * x
+        has_lim, lim_f = lay[6], lay[7]
+        usage = np.where(has_lim, np.minimum(demand, lim_f), demand)
+        util = demand / lim_f
+        thr_frac = np.minimum(np.maximum((util - 0.6) / 0.6, 0.0), 1.0) * has_lim
+        periods = running * (dt / CFS_PERIOD_S)
+        cpu = seqsum(sim.cpu_cum[sl], usage * dt)
+        per = seqsum(sim.periods_cum[sl], periods if periods.ndim == 2 else
+                     periods[None] if K == 1 else np.broadcast_to(periods, (K, len(sl))))
+        thr = seqsum(sim.throttled_cum[sl], periods * thr_frac)
+        sim.cpu_cum[sl], sim.periods_cum[sl], sim.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
+        sim.pod_util[sl] = util[-1]
+        self.write_pods(k0, K, rows, cpu, per, thr, mem, running, lag)
+
+    def write_pods(self, k0: int, K: int, r: np.ndarray, cpu: np.ndarray, periods: np.ndarray,
+                   throttled: np.ndarray, mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:
+        """Write the per-pod cAdvisor families (rows ``r``: the flow slots') and the consumer lag for ticks
+        ``k0 .. k0+K-1`` (arrays with a leading tick axis; ``running`` per slot, or per tick and slot)."""
         cols = slice(k0, k0 + K)
         if lag.shape[1]:
             self.lag._data[: lag.shape[1], cols] = lag.T
         # cAdvisor: containers that are not running have no series at that scrape
-        r = self.flow_rows
         if len(r):
             gone = ~running
             self.cpu._data[r, cols] = np.where(gone, np.nan, cpu).T
@@ -787,6 +871,12 @@ class SlotsOnly:
         pass
 
     def write_pods(self, *args, **kwargs) -> None:
+        pass
+
+    def queue_pods(self, *args, **kwargs) -> None:
+        pass
+
+    def reset_counters(self, slots: np.ndarray) -> None:
         pass
 
     def refresh_state(self, tick: int) -> None:

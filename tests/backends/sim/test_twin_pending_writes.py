@@ -1,6 +1,7 @@
-"""The metric writes a twin leaves pending until its store is read (`MetricStore.defer`: the state runs' flush
-and the traffic counters, consecutive windows of one taped chunk joined into one write) give the store that
-writing them at the end of every advance gives: same families, series and samples, in whole marathons of
+"""The metric writes a twin leaves pending until its store is read (`MetricStore.defer`: the state runs' flush,
+the traffic counters - consecutive windows of one taped chunk, or of stepped outputs, joined into one write - and
+the cAdvisor counters - consecutive blocks of the same pods joined) give the store that writing them at the end of
+every advance (the cAdvisor counters block by block) gives: same families, series and samples, in whole marathons of
 all three apps, with faults, noise, agent actions and queries in between."""
 
 from __future__ import annotations
@@ -48,9 +49,18 @@ def test_pending_writes_give_the_store_of_writes_done_at_every_advance(monkeypat
         return orig_write(self, k0, K, *a, **kw)
 
     monkeypatch.setattr(metrics_mod.MetricWriter, "write_traffic", counted)
+    blocks = []
+    orig_block = metrics_mod.MetricWriter._pods_block
+
+    def block(self, k0, K, *a):
+        blocks.append(K)
+        return orig_block(self, k0, K, *a)
+
+    monkeypatch.setattr(metrics_mod.MetricWriter, "_pods_block", block)
     lazy = _marathon(app, seed, act)
-    n_lazy = len(writes)
+    n_lazy, n_blocks = len(writes), len(blocks)
     writes.clear()
+    blocks.clear()
     orig = SimBackend.advance_to
 
     def eager(self, t):
@@ -58,10 +68,16 @@ def test_pending_writes_give_the_store_of_writes_done_at_every_advance(monkeypat
         self.store.complete()   # the writes as an advance made them before (at its end)
         return out
 
+    def pods_now(self, k0, K, dt, sl, lay, ppr, burn, running, mem, lag):   # each block's counters at once
+        self._pods_block(k0, K, dt, sl, self.flow_rows, lay, ppr, burn, running, mem, lag)
+
     monkeypatch.setattr(SimBackend, "advance_to", eager)
+    monkeypatch.setattr(metrics_mod.MetricWriter, "queue_pods", pods_now)
     now = _marathon(app, seed, act)
     assert sum(writes) == now.backend.store.n_ticks == lazy.backend.store.n_ticks   # every tick once (warm tick 0 too)
+    assert sum(blocks) == now.backend.store.n_ticks   # every tick once, block by block
     assert n_lazy < len(writes) / 2, (n_lazy, len(writes))   # (joined: the test is not vacuous)
+    assert n_blocks < len(blocks) * 0.8, (n_blocks, len(blocks))
     assert_same_store(lazy.backend, now.backend)
     assert lazy.finish().digest == now.finish().digest
 
@@ -132,8 +148,12 @@ def test_joined_writes_of_stepped_outputs_equal_the_writes_at_every_advance(app,
     orig_write = metrics_mod.MetricWriter.write_traffic
     monkeypatch.setattr(metrics_mod.MetricWriter, "write_traffic",
                         lambda self, k0, K, *a, **kw: (joined.append(K), orig_write(self, k0, K, *a, **kw))[1])
-    now = _stepped(app, 5, read_every=1)
+    with monkeypatch.context() as mp:   # the definition: each block's cAdvisor counters at once
+        mp.setattr(metrics_mod.MetricWriter, "queue_pods", lambda self, k0, K, dt, sl, lay, *a:
+                   self._pods_block(k0, K, dt, sl, self.flow_rows, lay, *a))
+        now = _stepped(app, 5, read_every=1)
     n_now = len(joined)
+    assert any(p.restarts for p in now.cluster.pods)   # counter resets between blocks: not vacuous
     for every in (3, 1000):
         joined.clear()
         lazy = _stepped(app, 5, read_every=every)
