@@ -374,29 +374,36 @@ class SimBackend:
 
     # ================================================================== deferred traffic
     def begin_deferred(self, evidence_only: bool = False) -> None:
-        """Metric-less twins only: until `end_deferred`, `advance_to` runs the cluster, the state
-        refreshes, memory/OOM kills and queue lag tick by tick as always, but leaves each tick's
-        traffic numbers (latency, failures, the health history's rates and the entry evidence) to
-        be computed for all those ticks in one step by `end_deferred`; it returns one ``None`` per
-        tick meanwhile. Every tick's numbers are the same floats (the traffic model is elementwise
-        along ticks). Between the two calls, only interventions and reads of the live state may
-        happen, no health reads of the deferred ticks (nor ``at(t)`` views, logs, traces).
+        """Until `end_deferred`, `advance_to` runs the cluster, the state refreshes, memory/OOM kills and
+        queue lag tick by tick as always, but leaves each tick's traffic numbers (latency, failures, the
+        health history's rates and the entry evidence) to be computed for all those ticks in one step by
+        `end_deferred`; it returns one ``None`` per tick meanwhile. Every tick's numbers are the same floats
+        (the traffic model is elementwise along ticks). Between the two calls, only interventions and reads
+        of the live state may happen, no health reads of the deferred ticks (nor ``at(t)`` views, logs,
+        traces), and no read of the metric store (its traffic counters of those ticks wait for `end_deferred`,
+        then for the next read: `MetricStore.defer`).
 
         ``evidence_only=True`` (a run that reads nothing but the entry evidence, like the run loop's
-        no-action reference run): the span keeps no health history (no per-tick state fields, no
-        cluster snapshots), so health reads of its ticks (``at``, ``service_health(at=...)``, logs,
-        traces) are undefined; the dynamics and the evidence are the same."""
+        no-action reference run; twins without metrics only): the span keeps no health history (no per-tick
+        state fields, no cluster snapshots), so health reads of its ticks (``at``, ``service_health(at=...)``,
+        logs, traces) are undefined; the dynamics and the evidence are the same. A twin without metrics keeps
+        its span's outputs on a tape for later twins of its app, seed and load (`_Tape`); one with metrics
+        keeps none (it may follow such a tape)."""
+        if self._deferred is not None:
+            return
         if self.metrics:
-            raise ValueError("deferred traffic needs a twin without metrics (the store is written per advance)")
-        if self._deferred is None:
+            if evidence_only:
+                raise ValueError("an evidence-only deferred span needs a twin without metrics")
             self._deferred = []
-            self._lean = bool(evidence_only)
-            # its outputs are kept for twins of the same app, seed and load (the latest few such runs)
-            key = self._tape_key()
-            _TAPES.pop(key, None)
-            while len(_TAPES) >= MAX_TAPES:
-                _TAPES.pop(next(iter(_TAPES)))
-            self._tape = _TAPES[key] = _Tape()
+            return
+        self._deferred = []
+        self._lean = bool(evidence_only)
+        # its outputs are kept for twins of the same app, seed and load (the latest few such runs)
+        key = self._tape_key()
+        _TAPES.pop(key, None)
+        while len(_TAPES) >= MAX_TAPES:
+            _TAPES.pop(next(iter(_TAPES)))
+        self._tape = _TAPES[key] = _Tape()
 
     def end_deferred(self) -> list[EntryEvidence]:
         """Compute the traffic of the ticks run since `begin_deferred`; their entry evidence, in order."""
