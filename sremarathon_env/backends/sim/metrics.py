@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from sremarathon_env.backends.sim.backend import SimBackend
 
 MI = float(2**20)
+#: ticks of traffic (or cAdvisor) writes a writer leaves pending at most: beyond, it does them at once (bounded
+#: memory for a twin whose store nobody reads, e.g. a benchmark's)
+PENDING_TICKS = 64
 #: cAdvisor: the CPU a running container uses idle (cores), and the CFS period (s)
 IDLE_CPU_CORES = 0.002
 CFS_PERIOD_S = 0.1
@@ -313,7 +316,8 @@ class MetricWriter:
         order). ``src``: (taped chunk, a, j) when ``out`` and ``incs`` are the window ``a .. j-1`` of a taped
         chunk's outputs and increments (`_Tape.take`): a write that continues the previous pending window of
         the same chunk joins it (one write of the joined window, its runs' bounds kept: the same samples, as
-        every number is elementwise along ticks and the running totals add one tick at a time)."""
+        every number is elementwise along ticks and the running totals add one tick at a time). At most
+        `PENDING_TICKS` ticks wait: beyond, everything pending is done at once."""
         pend = self._pend_traffic
         if src is not None and pend:
             last = pend[-1]
@@ -327,6 +331,8 @@ class MetricWriter:
                 return
         pend.append([k0, K, dt, out, uh, list(bounds), incs, src])
         self.store.defer(self.complete)
+        if k0 + K - pend[0][0] > PENDING_TICKS:
+            self.store.complete()
 
     def defer_flush(self, upto: int) -> None:
         """`flush` up to ``upto``, left pending until the store is read (`complete`)."""
@@ -371,9 +377,13 @@ class MetricWriter:
         """The cAdvisor counters (and the consumer lag) of ticks ``k0 .. k0+K-1`` of the flow slots ``sl``
         (`flow_slots_now`; ``lay``: their `SimBackend._layout_arrays`), left pending until the store is read:
         per tick and slot the per-pod request rate, the working set (MiB), the slots' CPU burn (or None: none)
-        and whether each container runs. `complete` computes and writes them in order (`_pods_block`)."""
+        and whether each container runs. `complete` computes and writes them in order (`_pods_block`); at most
+        `PENDING_TICKS` ticks wait."""
         self._pend_pods.append([k0, K, dt, sl, self.flow_rows, lay, per_pod_rate, burn, running, mem, lag])
         self.store.defer(self.complete)
+        first = next(p for p in self._pend_pods if isinstance(p, list))
+        if k0 + K - first[0] > PENDING_TICKS:
+            self.store.complete()
 
     def reset_counters(self, slots: np.ndarray) -> None:
         """(Re)started containers count from zero: their cAdvisor counters restart, after the pending blocks."""

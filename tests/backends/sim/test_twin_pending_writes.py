@@ -133,6 +133,9 @@ def _stepped(app: str, seed: int, read_every: int):
     while k < 120:
         k = min(120, k + int(rng.integers(1, 6)))
         sim.advance_to(k * 15.0)
+        w = sim.writer   # (bounded: a store nobody reads holds at most PENDING_TICKS ticks of writes, and a few)
+        assert sum(p[1] for p in w._pend_traffic) <= metrics_mod.PENDING_TICKS + 32
+        assert sum(p[1] for p in w._pend_pods if isinstance(p, list)) <= metrics_mod.PENDING_TICKS + 32
         n += 1
         if n % read_every == 0:
             sim.store.n_ticks
