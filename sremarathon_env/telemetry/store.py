@@ -50,19 +50,32 @@ class Family:
     _label_values: list[tuple[str, ...]] = field(default_factory=list)
     _data: np.ndarray = field(default=None)  # type: ignore[assignment]
     _filled: int = 0
+    #: the store's pending-writes cell (`MetricStore.defer`): values and length complete them first
+    _pending: list = field(default_factory=lambda: [None], repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._data = np.empty((ROWS_RESERVED, self._capacity))
         self._filled = 0
 
     def __getstate__(self) -> dict:
-        """Copies and pickles hold the rows in use (and the ready ones), not the spare capacity."""
+        """Copies and pickles hold the rows in use (and the ready ones), not the spare capacity (and no pending
+        writes: they are done first)."""
+        if self._pending[0] is not None:
+            self._complete()
         state = self.__dict__.copy()
         state["_data"] = self._data[: self._filled]
         return state
 
     def __len__(self) -> int:
+        if self._pending[0] is not None:
+            self._complete()
         return len(self._label_values)
+
+    def _complete(self) -> None:
+        pending = self._pending[0]
+        if pending is not None:
+            self._pending[0] = None
+            pending()
 
     def row(self, label_values: tuple[str, ...]) -> int:
         """Row index of a series, created on first use (rows are append-only)."""
@@ -111,6 +124,8 @@ class Family:
 
     def values(self, n_ticks: int) -> np.ndarray:
         """View (n_series, n_ticks) of the samples written so far; NaN = no sample."""
+        if self._pending[0] is not None:
+            self._complete()
         return self._data[: len(self._label_values), :n_ticks]
 
     def _grow_time(self, capacity: int) -> None:
@@ -133,14 +148,56 @@ class MetricStore:
         self._cols = min(self._capacity, COLS_RESERVED)
         self._families: dict[str, list[Family]] = {}
         self._order: list[Family] = []
-        self.n_ticks = 0
+        self._n = 0
+        #: [what completes the writes a writer left pending (`defer`), or None], shared with the families
+        self._pending: list = [None]
+
+    @property
+    def n_ticks(self) -> int:
+        """Ticks written so far: every sample below is final (writes left pending are done first, `defer`)."""
+        if self._pending[0] is not None:
+            self.complete()
+        return self._n
+
+    @n_ticks.setter
+    def n_ticks(self, n: int) -> None:
+        self._n = n
+
+    def defer(self, complete) -> None:
+        """A writer left writes pending: ``complete()`` does them before anything reads the store - its
+        ``n_ticks``, ``family``, ``families``, ``names``, ``times``, ``n_series``, ``nbytes``, or a family's
+        ``values`` or length (readers learn through these which series exist and which ticks are final). A
+        writer that defers again before a read passes the same ``complete``, which then does all its pending
+        writes in order.
+
+        >>> store = MetricStore(step_s=15.0, capacity=8)
+        >>> fam = store.family("up", ("service",))
+        >>> row = fam.row(("frontend",))
+        >>> store.set_n_ticks(2)
+        >>> store.defer(lambda: fam._data.__setitem__((row, slice(0, 2)), 1.0))
+        >>> bool(fam._data[row, 0] == 1.0)   # pending: not written yet
+        False
+        >>> store.n_ticks, fam.values(store.n_ticks).tolist()
+        (2, [[1.0, 1.0]])
+        """
+        self._pending[0] = complete
+
+    def complete(self) -> None:
+        """Do the writes left pending, if any (`defer`)."""
+        pending = self._pending[0]
+        if pending is not None:
+            self._pending[0] = None
+            pending()
 
     def family(self, name: str, label_names: tuple[str, ...]) -> Family:
         """Get or create the family ``name`` with exactly these label names."""
+        if self._pending[0] is not None:
+            self.complete()
         for fam in self._families.get(name, ()):
             if fam.label_names == label_names:
                 return fam
         fam = Family(name, tuple(label_names), self._cols)
+        fam._pending = self._pending
         self._families.setdefault(name, []).append(fam)
         self._order.append(fam)
         return fam
@@ -152,9 +209,13 @@ class MetricStore:
         return self._capacity
 
     def families(self, name: str) -> list[Family]:
+        if self._pending[0] is not None:
+            self.complete()
         return list(self._families.get(name, ()))
 
     def names(self) -> list[str]:
+        if self._pending[0] is not None:
+            self.complete()
         return sorted(self._families)
 
     def write(self, fam: Family, rows: np.ndarray, tick: int, values: np.ndarray) -> None:
@@ -162,14 +223,14 @@ class MetricStore:
         if tick >= self._cols:
             self._need(tick + 1)
         fam._data[rows, tick] = values
-        if tick + 1 > self.n_ticks:
-            self.n_ticks = tick + 1
+        if tick + 1 > self._n:
+            self._n = tick + 1
 
     def set_n_ticks(self, n: int) -> None:
         """Declare that ticks ``< n`` have been scraped (columns not written stay NaN)."""
         if n > self._cols:
             self._need(n)
-        self.n_ticks = max(self.n_ticks, n)
+        self._n = max(self._n, n)
 
     def _need(self, n: int) -> None:
         """Make columns ``< n`` writable: the capacity doubles (at least to ``n``) when they exceed it, and
@@ -190,7 +251,9 @@ class MetricStore:
         return int(np.floor((t_s - self.t0_s) / self.step_s + 1e-9))
 
     def n_series(self) -> int:
+        self.complete()
         return sum(len(f) for f in self._order)
 
     def nbytes(self) -> int:
+        self.complete()
         return sum(f._data.nbytes for f in self._order)

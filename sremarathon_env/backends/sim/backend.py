@@ -35,8 +35,6 @@ from sremarathon_env.backends.sim.traffic import StackedInputs, TickInputs, Traf
 from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum, template_hash
 from sremarathon_env.telemetry.store import MetricStore
 
-IDLE_CPU_CORES = 0.002
-CFS_PERIOD_S = 0.1
 MAX_BATCH = 32
 #: ticks per traffic step of deferred runs (whole runs; arrays stay cache-sized)
 DEFER_CHUNK = 64
@@ -339,7 +337,9 @@ class SimBackend:
                 runs, self._deferred = self._deferred, None
         out: list = self._settle(runs) if own else [None] * n_run
         self._now = max(self._now, float(t))
-        self.writer.flush(self._tick + 1)
+        # the state runs are written up to here when the store is next read (`MetricStore.defer`: one flush
+        # for all the advances before a read)
+        self.writer.defer_flush(self._tick + 1)
         return out
 
     def _task_rates(self, k0: int, K: int) -> np.ndarray:
@@ -374,29 +374,36 @@ class SimBackend:
 
     # ================================================================== deferred traffic
     def begin_deferred(self, evidence_only: bool = False) -> None:
-        """Metric-less twins only: until `end_deferred`, `advance_to` runs the cluster, the state
-        refreshes, memory/OOM kills and queue lag tick by tick as always, but leaves each tick's
-        traffic numbers (latency, failures, the health history's rates and the entry evidence) to
-        be computed for all those ticks in one step by `end_deferred`; it returns one ``None`` per
-        tick meanwhile. Every tick's numbers are the same floats (the traffic model is elementwise
-        along ticks). Between the two calls, only interventions and reads of the live state may
-        happen, no health reads of the deferred ticks (nor ``at(t)`` views, logs, traces).
+        """Until `end_deferred`, `advance_to` runs the cluster, the state refreshes, memory/OOM kills and
+        queue lag tick by tick as always, but leaves each tick's traffic numbers (latency, failures, the
+        health history's rates and the entry evidence) to be computed for all those ticks in one step by
+        `end_deferred`; it returns one ``None`` per tick meanwhile. Every tick's numbers are the same floats
+        (the traffic model is elementwise along ticks). Between the two calls, only interventions and reads
+        of the live state may happen, no health reads of the deferred ticks (nor ``at(t)`` views, logs,
+        traces), and no read of the metric store (its traffic counters of those ticks wait for `end_deferred`,
+        then for the next read: `MetricStore.defer`).
 
         ``evidence_only=True`` (a run that reads nothing but the entry evidence, like the run loop's
-        no-action reference run): the span keeps no health history (no per-tick state fields, no
-        cluster snapshots), so health reads of its ticks (``at``, ``service_health(at=...)``, logs,
-        traces) are undefined; the dynamics and the evidence are the same."""
+        no-action reference run; twins without metrics only): the span keeps no health history (no per-tick
+        state fields, no cluster snapshots), so health reads of its ticks (``at``, ``service_health(at=...)``,
+        logs, traces) are undefined; the dynamics and the evidence are the same. A twin without metrics keeps
+        its span's outputs on a tape for later twins of its app, seed and load (`_Tape`); one with metrics
+        keeps none (it may follow such a tape)."""
+        if self._deferred is not None:
+            return
         if self.metrics:
-            raise ValueError("deferred traffic needs a twin without metrics (the store is written per advance)")
-        if self._deferred is None:
+            if evidence_only:
+                raise ValueError("an evidence-only deferred span needs a twin without metrics")
             self._deferred = []
-            self._lean = bool(evidence_only)
-            # its outputs are kept for twins of the same app, seed and load (the latest few such runs)
-            key = self._tape_key()
-            _TAPES.pop(key, None)
-            while len(_TAPES) >= MAX_TAPES:
-                _TAPES.pop(next(iter(_TAPES)))
-            self._tape = _TAPES[key] = _Tape()
+            return
+        self._deferred = []
+        self._lean = bool(evidence_only)
+        # its outputs are kept for twins of the same app, seed and load (the latest few such runs)
+        key = self._tape_key()
+        _TAPES.pop(key, None)
+        while len(_TAPES) >= MAX_TAPES:
+            _TAPES.pop(next(iter(_TAPES)))
+        self._tape = _TAPES[key] = _Tape()
 
     def end_deferred(self) -> list[EntryEvidence]:
         """Compute the traffic of the ticks run since `begin_deferred`; their entry evidence, in order."""
@@ -478,7 +485,8 @@ class SimBackend:
             for r in runs:
                 bounds.append((a, a + r["K"]))
                 a += r["K"]
-            self.writer.write_traffic(first["k0"], a, dt, out, uh, bounds, incs)
+            # written when the store is next read (consecutive windows of one taped chunk as one write)
+            self.writer.queue_traffic(first["k0"], a, dt, out, uh, bounds, incs, None if hit is None else hit[3:])
         if first["rows"] is None:   # an evidence-only span: no health history
             records = self._evidence_of(first["k0"], evidence if evidence is not None else self._evidence_arrays(out, dt))
             if hit is None and self._tape is not None:   # kept for the followers' takes
@@ -656,22 +664,9 @@ class SimBackend:
             lag_block = lag_block[:Kc]
             if len(self._lag):
                 self._lag[:] = lag_block[-1]
-        if self.metrics:   # cAdvisor CPU counters: only the metric writer reads them
-            x = IDLE_CPU_CORES + per_pod_rate * lay[4] * 1e-3
-            if self._has_burn:   # adding a zero burn changes no float (x > 0)
-                x = x + self.pod_burn[sl]
-            demand = running * x
-            has_lim, lim_f = lay[6], lay[7]
-            usage = np.where(has_lim, np.minimum(demand, lim_f), demand)
-            util = demand / lim_f
-            thr_frac = np.minimum(np.maximum((util - 0.6) / 0.6, 0.0), 1.0) * has_lim
-            periods = running * (dt / CFS_PERIOD_S)
-            cpu = seqsum(self.cpu_cum[sl], usage * dt)
-            per = seqsum(self.periods_cum[sl], periods[None] if Kc == 1 else np.broadcast_to(periods, (Kc, len(sl))))
-            thr = seqsum(self.throttled_cum[sl], periods * thr_frac)
-            self.cpu_cum[sl], self.periods_cum[sl], self.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
-            self.pod_util[sl] = util[-1]
-            self.writer.write_pods(k0, Kc, cpu, per, thr, mem, running, lag_block)
+        if self.metrics:   # cAdvisor counters (only the metric writer reads them): written at the next store read
+            self.writer.queue_pods(k0, Kc, dt, sl, lay, per_pod_rate, self.pod_burn[sl] if self._has_burn else None,
+                                   running, mem, lag_block)
         h = self.history
         rows = None
         if not self._lean:
@@ -733,10 +728,8 @@ class SimBackend:
         if self.metrics:
             started = c.p_started
             restarted = (started != self._cum_started) & ~np.isnan(started)   # NaN != x holds: a first start counts
-            if restarted.any():
-                self.cpu_cum[restarted] = 0.0
-                self.periods_cum[restarted] = 0.0
-                self.throttled_cum[restarted] = 0.0
+            if restarted.any():   # (in order with the counter blocks the writer has pending)
+                self.writer.reset_counters(np.flatnonzero(restarted))
                 self._cum_started[restarted] = started[restarted]
         # effects that live in containers end when every pod they were injected into is gone
         for h in sorted(self._in_pods):
@@ -1012,6 +1005,7 @@ class SimBackend:
         """An independent copy of this twin (same state, same future). Shares what no twin mutates:
         the app model and its compiled form, the service specs, the traffic model, the rendered
         initial sources and history, and the current load-noise block."""
+        self.store.complete()   # (the writes left pending refer to shared taped outputs)
         memo = {id(x): x for x in (self.app, self.m, self.tm, self._svc_in, self._base_task_rate, self._load_noise,
                                    *self.app.services)}
         memo[id(self._zone_net)] = {}   # a cache: the clone starts its own
@@ -1584,17 +1578,13 @@ class SimBackend:
     def quota_used(self) -> dict[str, float]:
         c = self.cluster
         slots = c.active_slots()
-        return {"pods": float(len(slots)),
-                "requests.cpu": _nansum(c.p_cpu_req[slots]),
-                "requests.memory": _nansum(c.p_mem_req[slots]) * 2**20,
-                "limits.cpu": _nansum(c.p_cpu_lim[slots]),
-                "limits.memory": _nansum(c.p_mem_lim[slots]) * 2**20}
-
-
-def _nansum(x: np.ndarray) -> float:
-    """``float(np.nansum(x))`` of a fresh 1-D array (NaN set to 0, then the same reduction), in place."""
-    x[np.isnan(x)] = 0.0
-    return float(x.sum())
+        # the four per-slot columns at once: each row's NaN-free sum is the one ``np.nansum`` of that column gives
+        # (a contiguous row reduces as the 1-D array does)
+        x = np.array((c.p_cpu_req, c.p_mem_req, c.p_cpu_lim, c.p_mem_lim)).take(slots, axis=1)
+        x[np.isnan(x)] = 0.0
+        cpu_req, mem_req, cpu_lim, mem_lim = x.sum(axis=1).tolist()
+        return {"pods": float(len(slots)), "requests.cpu": cpu_req, "requests.memory": mem_req * 2**20,
+                "limits.cpu": cpu_lim, "limits.memory": mem_lim * 2**20}
 
 
 def _diff(meta: dict[str, Any]) -> str:

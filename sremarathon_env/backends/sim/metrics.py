@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sremarathon_env.backends.sim.cluster import rolling_params
-from sremarathon_env.backends.sim.traffic import bucket_cdf
+from sremarathon_env.backends.sim.traffic import bucket_cdf, concat, window
 from sremarathon_env.backends.sim.spanmetrics import SpanMetricsWriter
 from sremarathon_env.backends.sim.util import seqsum
 from sremarathon_env.telemetry.catalogue import CATALOGUE, LE_LABELS
@@ -34,6 +34,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from sremarathon_env.backends.sim.backend import SimBackend
 
 MI = float(2**20)
+#: ticks of traffic (or cAdvisor) writes a writer leaves pending at most: beyond, it does them at once (bounded
+#: memory for a twin whose store nobody reads, e.g. a benchmark's)
+PENDING_TICKS = 64
+#: cAdvisor: the CPU a running container uses idle (cores), and the CFS period (s)
+IDLE_CPU_CORES = 0.002
+CFS_PERIOD_S = 0.1
 #: (reporter, response_code, response_flags) columns of the request counter matrix
 CODE_COLS = (("source", "200", "-"), ("source", "503", "UH"), ("source", "503", "UF"), ("source", "504", "UT"),
              ("source", "500", "-"), ("destination", "200", "-"), ("destination", "500", "-"))
@@ -196,17 +202,27 @@ class MetricWriter:
         #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value], shape) (the three
         #: lists in the order the object's series come, None when a row repeats; shape: see `_update`)
         self._objects: dict[tuple, tuple] = {}
-        #: family -> [current value per row (NaN: no live series), live mask per row]
-        self._cur: dict[str, list[np.ndarray]] = {}
+        #: family -> [current value per row (NaN: no live series), live mask per row, first live row, last live
+        #: row + 1 (both None: to be found again; 0, 0: none)] (`_live_on`, `_live_off`)
+        self._cur: dict[str, list] = {}
         self._fams: dict[str, Family] = {}
         self._prev_eff = np.zeros(0, dtype=bool)
         self._eff: list[bool] = []   # `refresh_state`: effective readiness per pod slot, as bools
         self._prev_no_ep = None
+        self._node_sig: list | None = None   # the nodes' signatures at the last refresh
         self._quota_layout = -1
         #: Deployment name -> its position in the cluster's (fixed) Deployments, and service -> Deployment, once
         #: every Deployment has its series (`refresh_state` then visits only the changed ones)
         self._dep_rank: dict[str, int] | None = None
         self._svc_dep: dict[int, str] = {}
+        #: writes left pending until the store is read (`queue_traffic`, `defer_flush`, done by `complete`): the
+        #: traffic writes in order, [k0, K, dt, outputs, uh, bounds, increments, (taped chunk, a, j) or None],
+        #: and the tick the state runs are to be flushed up to (0: none)
+        self._pend_traffic: list[list] = []
+        self._pend_upto = 0
+        #: the cAdvisor counter blocks left pending, in order: [k0, K, dt, slots, their rows, per-slot constants,
+        #: per-pod rates, burn or None, running, working sets, queue lag], and counter resets (an array of slots)
+        self._pend_pods: list = []
 
     # ------------------------------------------------------------------ mesh counters layout
     def _enable(self, i: int, col: int) -> None:
@@ -294,15 +310,157 @@ class MetricWriter:
         if self.spans is not None:
             self.spans.write(k0, K, dt, out)
 
-    def write_pods(self, k0: int, K: int, cpu: np.ndarray, periods: np.ndarray, throttled: np.ndarray,
-                   mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:
-        """Write the per-pod cAdvisor families (the current flow slots) and the consumer lag for ticks
-        ``k0 .. k0+K-1`` (arrays with a leading tick axis)."""
+    def queue_traffic(self, k0: int, K: int, dt: float, out, uh: np.ndarray, bounds: list[tuple[int, int]],
+                      incs: "TrafficIncrements | None" = None, src: tuple | None = None) -> None:
+        """`write_traffic`, left pending until the store is read (`MetricStore.defer`; `complete` writes in
+        order). ``src``: (taped chunk, a, j) when ``out`` and ``incs`` are the window ``a .. j-1`` of a taped
+        chunk's outputs and increments (`_Tape.take`): a write that continues the previous pending window of
+        the same chunk joins it (one write of the joined window, its runs' bounds kept: the same samples, as
+        every number is elementwise along ticks and the running totals add one tick at a time). At most
+        `PENDING_TICKS` ticks wait: beyond, everything pending is done at once."""
+        pend = self._pend_traffic
+        if src is not None and pend:
+            last = pend[-1]
+            ls = last[7]
+            if ls is not None and ls[0] is src[0] and ls[2] == src[1] and last[2] == dt:
+                K0 = last[1]
+                last[1] = K0 + K
+                last[5] = last[5] + [(a + K0, b + K0) for a, b in bounds]
+                last[3] = last[6] = None   # the joined window's, taken from the chunk at `complete`
+                last[7] = (ls[0], ls[1], src[2])
+                return
+        pend.append([k0, K, dt, out, uh, list(bounds), incs, src])
+        self.store.defer(self.complete)
+        if k0 + K - pend[0][0] > PENDING_TICKS:
+            self.store.complete()
+
+    def defer_flush(self, upto: int) -> None:
+        """`flush` up to ``upto``, left pending until the store is read (`complete`)."""
+        if upto > self._pend_upto:
+            self._pend_upto = upto
+        self.store.defer(self.complete)
+
+    def complete(self) -> None:
+        """Do the writes left pending (`queue_traffic`, `queue_pods`, `defer_flush`), in order. Consecutive traffic writes of
+        stepped (not taped) outputs are joined into one: their outputs and no-endpoint shares joined along the
+        tick axis, their runs' bounds kept (the same samples: see `queue_traffic`)."""
+        pend, self._pend_traffic = self._pend_traffic, []
+        i = 0
+        while i < len(pend):
+            k0, K, dt, out, uh, bounds, incs, src = pend[i]
+            j = i + 1
+            if src is None:
+                while j < len(pend) and pend[j][7] is None and pend[j][2] == dt and pend[j][0] == k0 + K:
+                    K += pend[j][1]
+                    j += 1
+            if j > i + 1:
+                group = pend[i:j]
+                out = concat([g[3] for g in group])
+                uh = np.concatenate([np.broadcast_to(g[4], (g[1], g[4].shape[-1])) for g in group], axis=0)
+                bounds, a = [], 0
+                for g in group:
+                    bounds += [(x + a, y + a) for x, y in g[5]]
+                    a += g[1]
+            elif out is None:   # joined windows of one taped chunk: the window of the whole span
+                chunk, a, b = src
+                out, incs = window(chunk[1], a, b), chunk[6].window(a, b)
+            self.write_traffic(k0, K, dt, out, uh, bounds, incs)
+            i = j
+        if self._pend_pods:
+            self._complete_pods()
+        if self._pend_upto:
+            upto, self._pend_upto = self._pend_upto, 0
+            self.flush(upto)
+
+    def queue_pods(self, k0: int, K: int, dt: float, sl: np.ndarray, lay: tuple, per_pod_rate: np.ndarray,
+                   burn: np.ndarray | None, running: np.ndarray, mem: np.ndarray, lag: np.ndarray) -> None:
+        """The cAdvisor counters (and the consumer lag) of ticks ``k0 .. k0+K-1`` of the flow slots ``sl``
+        (`flow_slots_now`; ``lay``: their `SimBackend._layout_arrays`), left pending until the store is read:
+        per tick and slot the per-pod request rate, the working set (MiB), the slots' CPU burn (or None: none)
+        and whether each container runs. `complete` computes and writes them in order (`_pods_block`); at most
+        `PENDING_TICKS` ticks wait."""
+        self._pend_pods.append([k0, K, dt, sl, self.flow_rows, lay, per_pod_rate, burn, running, mem, lag])
+        self.store.defer(self.complete)
+        first = next(p for p in self._pend_pods if isinstance(p, list))
+        if k0 + K - first[0] > PENDING_TICKS:
+            self.store.complete()
+
+    def reset_counters(self, slots: np.ndarray) -> None:
+        """(Re)started containers count from zero: their cAdvisor counters restart, after the pending blocks."""
+        if self._pend_pods:
+            self._pend_pods.append(slots)
+            self.store.defer(self.complete)
+        else:
+            self._reset(slots)
+
+    def _reset(self, slots: np.ndarray) -> None:
+        sim = self.sim
+        sim.cpu_cum[slots] = 0.0
+        sim.periods_cum[slots] = 0.0
+        sim.throttled_cum[slots] = 0.0
+
+    def _complete_pods(self) -> None:
+        """The pending cAdvisor blocks and resets, in order; consecutive blocks of the same slots (no reset
+        between) computed and written as one (elementwise along ticks: the same floats, see `_pods_block`)."""
+        pend, self._pend_pods = self._pend_pods, []
+        i = 0
+        while i < len(pend):
+            item = pend[i]
+            if not isinstance(item, list):
+                self._reset(item)
+                i += 1
+                continue
+            k0, K, dt, sl, rows, lay, ppr, burn, running, mem, lag = item
+            j = i + 1
+            while j < len(pend) and isinstance(pend[j], list) and pend[j][3] is sl and pend[j][5] is lay \
+                    and pend[j][2] == dt and pend[j][0] == k0 + K:
+                K += pend[j][1]
+                j += 1
+            if j > i + 1:
+                group = pend[i:j]
+                n = len(sl)
+                ppr = np.concatenate([g[6] for g in group], axis=0)
+                mem = np.concatenate([g[9] for g in group], axis=0)
+                lag = np.concatenate([g[10] for g in group], axis=0)
+                running = np.concatenate([np.broadcast_to(g[8], (g[1], n)) for g in group], axis=0)
+                if any(g[7] is not None for g in group):   # a zero burn adds nothing (the terms are > 0)
+                    burn = np.concatenate([np.broadcast_to(g[7] if g[7] is not None else np.zeros(n), (g[1], n))
+                                           for g in group], axis=0)
+            self._pods_block(k0, K, dt, sl, rows, lay, ppr, burn, running, mem, lag)
+            i = j
+
+    def _pods_block(self, k0: int, K: int, dt: float, sl: np.ndarray, rows: np.ndarray, lay: tuple,
+                    per_pod_rate: np.ndarray, burn: np.ndarray | None, running: np.ndarray, mem: np.ndarray,
+                    lag: np.ndarray) -> None:
+        """cAdvisor counters of ticks ``k0 .. k0+K-1``: CPU use (idle + per call, plus burn; capped at the limit),
+        CFS periods and throttled periods, as running totals per container (`seqsum`), written with the working
+        sets; ``running``: per slot, or per tick and slot."""
+        sim = self.sim
+        x = IDLE_CPU_CORES + per_pod_rate * lay[4] * 1e-3
+        if burn is not None:   # adding a zero burn changes no float (x > 0)
+            x = x + burn
+        demand = running * x
+        has_lim, lim_f = lay[6], lay[7]
+        usage = np.where(has_lim, np.minimum(demand, lim_f), demand)
+        util = demand / lim_f
+        thr_frac = np.minimum(np.maximum((util - 0.6) / 0.6, 0.0), 1.0) * has_lim
+        periods = running * (dt / CFS_PERIOD_S)
+        cpu = seqsum(sim.cpu_cum[sl], usage * dt)
+        per = seqsum(sim.periods_cum[sl], periods if periods.ndim == 2 else
+                     periods[None] if K == 1 else np.broadcast_to(periods, (K, len(sl))))
+        thr = seqsum(sim.throttled_cum[sl], periods * thr_frac)
+        sim.cpu_cum[sl], sim.periods_cum[sl], sim.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
+        sim.pod_util[sl] = util[-1]
+        self.write_pods(k0, K, rows, cpu, per, thr, mem, running, lag)
+
+    def write_pods(self, k0: int, K: int, r: np.ndarray, cpu: np.ndarray, periods: np.ndarray,
+                   throttled: np.ndarray, mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:
+        """Write the per-pod cAdvisor families (rows ``r``: the flow slots') and the consumer lag for ticks
+        ``k0 .. k0+K-1`` (arrays with a leading tick axis; ``running`` per slot, or per tick and slot)."""
         cols = slice(k0, k0 + K)
         if lag.shape[1]:
             self.lag._data[: lag.shape[1], cols] = lag.T
         # cAdvisor: containers that are not running have no series at that scrape
-        r = self.flow_rows
         if len(r):
             gone = ~running
             self.cpu._data[r, cols] = np.where(gone, np.nan, cpu).T
@@ -393,9 +551,12 @@ class MetricWriter:
         if self._dep_rank is None:   # the Deployments (a fixed set) all have their series now
             self._dep_rank = {name: i for i, name in enumerate(deps)}
             self._svc_dep = {dep.svc: dep.name for dep in deps.values()}
-        for nd in c.nodes:
-            self._update(("node", nd.index), (nd.ready, nd.cordoned), lambda nd=nd: self._split(self._node_series(nd)),
-                         dirty)
+        node_sig = [(nd.ready, nd.cordoned) for nd in c.nodes]
+        if node_sig != self._node_sig:   # (a node's series change only with these: else each update is a no-op)
+            self._node_sig = node_sig
+            for nd in c.nodes:
+                self._update(("node", nd.index), (nd.ready, nd.cordoned),
+                             lambda nd=nd: self._split(self._node_series(nd)), dirty)
         # the quota's use changes only when pods are created or deleted
         if ("quota",) not in self._objects or (cand and c.layout_version != self._quota_layout):
             self._quota_layout = c.layout_version
@@ -406,16 +567,14 @@ class MetricWriter:
             old = self._runs.get(name)
             if old is not None and tick > old[4] and old[2] > old[1]:
                 fam._data[old[1]:old[2], old[4]:tick] = old[3][:, None]
-            vals, live = self._cur[name]
-            on = np.flatnonzero(live)   # first and last live row
-            if len(on):
-                # the run as one block of rows: rows without a live series in it are NaN, as the
-                # store's unwritten cells are (a slice write instead of a scatter)
-                r0, r1 = int(on[0]), int(on[-1]) + 1
-                dense = vals[r0:r1].copy()
-            else:
-                r0 = r1 = 0
-                dense = np.zeros(0)
+            vl = self._cur[name]
+            if vl[2] is None:   # the first and last live row, found again (`_live_off`)
+                on = np.flatnonzero(vl[1])
+                vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
+            r0, r1 = vl[2], vl[3]
+            # the run as one block of rows: rows without a live series in it are NaN, as the store's
+            # unwritten cells are (a slice write instead of a scatter)
+            dense = vl[0][r0:r1].copy() if r1 > r0 else np.zeros(0)
             self._runs[name] = [fam, r0, r1, dense, tick]
 
     def _drop(self, key, dirty: set) -> bool:
@@ -424,9 +583,10 @@ class MetricWriter:
             return False
         cur = self._cur
         for (name, row) in old[1]:
-            vals, live = cur[name]
-            vals[row] = np.nan
-            live[row] = False
+            vl = cur[name]
+            vl[0][row] = np.nan
+            vl[1][row] = False
+            _live_off(vl, row)
             dirty.add(name)
         return True
 
@@ -458,6 +618,7 @@ class MetricWriter:
                         vl = cur[name]
                         vl[0][row] = value
                         vl[1][row] = True
+                        _live_on(vl, row)
                         dirty.add(name)
                 self._objects[key] = (sig, entries, keys, rows, vals, shape)
                 return True
@@ -484,11 +645,13 @@ class MetricWriter:
                     vl = self._grow_cur(name, row)
                 vl[0][row] = value
                 vl[1][row] = True
+                _live_on(vl, row)
                 dirty.add(name)
         for (name, row) in before or ():   # series the object no longer has
             vl = cur[name]
             vl[0][row] = np.nan
             vl[1][row] = False
+            _live_off(vl, row)
             dirty.add(name)
         # (series, rows, values) in order for the next update's fast path; none when a row repeats
         if len(entries) == len(keys):
@@ -506,16 +669,18 @@ class MetricWriter:
             vals.append(value)
         return keys, vals
 
-    def _grow_cur(self, name: str, row: int) -> list[np.ndarray]:
-        """The value/live arrays of family ``name``, grown to hold ``row``."""
+    def _grow_cur(self, name: str, row: int) -> list:
+        """The current values of family ``name`` (`_cur`), grown to hold ``row``."""
         vl = self._cur.get(name)
         n = max(64, 2 * (row + 1))
         vals = np.full(n, np.nan)
         live = np.zeros(n, dtype=bool)
-        if vl is not None:
+        if vl is None:
+            vl = self._cur[name] = [vals, live, 0, 0]
+        else:
             vals[: len(vl[0])] = vl[0]
             live[: len(vl[1])] = vl[1]
-        vl = self._cur[name] = [vals, live]
+            vl[0], vl[1] = vals, live
         return vl
 
     @staticmethod
@@ -675,6 +840,24 @@ class MetricWriter:
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "used"), used[res]
 
 
+def _live_on(vl: list, row: int) -> None:
+    """Row ``row`` of a family's current values (`MetricWriter._cur`) has a live series now: its live range
+    grows to hold it."""
+    lo = vl[2]
+    if lo is not None and not lo <= row < vl[3]:
+        if vl[3] == lo:   # none live before
+            vl[2], vl[3] = row, row + 1
+        else:
+            vl[2], vl[3] = min(lo, row), max(vl[3], row + 1)
+
+
+def _live_off(vl: list, row: int) -> None:
+    """Row ``row`` has no live series now: at an end of the live range, the range is found again when next
+    needed (inside it, the first and last live rows stay)."""
+    if vl[2] is not None and (row == vl[2] or row == vl[3] - 1):
+        vl[2] = None
+
+
 class SlotsOnly:
     """The writer of a twin that exports no metrics (``SimBackend(..., metrics=False)``: the run loop's
     no-action reference run and fault validation read only entry evidence and health): it keeps the
@@ -700,9 +883,18 @@ class SlotsOnly:
     def write_pods(self, *args, **kwargs) -> None:
         pass
 
+    def queue_pods(self, *args, **kwargs) -> None:
+        pass
+
+    def reset_counters(self, slots: np.ndarray) -> None:
+        pass
+
     def refresh_state(self, tick: int) -> None:
         self.sim.cluster.changed_slots = set()
         self.sim.cluster.touched = set()
 
     def flush(self, upto: int) -> None:
+        pass
+
+    def defer_flush(self, upto: int) -> None:
         pass

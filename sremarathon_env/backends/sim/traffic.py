@@ -310,6 +310,11 @@ def window(out: TickOutputs, a: int, b: int) -> TickOutputs:
     return TickOutputs(*(getattr(out, f)[a:b] for f in out.__dataclass_fields__))
 
 
+def concat(outs: list[TickOutputs]) -> TickOutputs:
+    """The outputs of consecutive batches as one batch (every field joined along the tick axis)."""
+    return TickOutputs(*(np.concatenate([getattr(o, f) for o in outs], axis=0) for f in outs[0].__dataclass_fields__))
+
+
 def take(out: TickOutputs, k: int) -> TickOutputs:
     """The outputs of the first ``k`` ticks of a batch."""
     return TickOutputs(*(getattr(out, f)[:k] for f in out.__dataclass_fields__))

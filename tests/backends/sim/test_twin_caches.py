@@ -34,10 +34,10 @@ def _check(sim: SimBackend) -> None:
         live = {name: set() for name in w._cur}
         for _, entries, *_ in w._objects.values():
             for (name, row), value in entries.items():
-                vals, is_live = w._cur[name]
+                vals, is_live = w._cur[name][:2]
                 assert is_live[row] and (vals[row] == value or (np.isnan(vals[row]) and np.isnan(value)))
                 live[name].add(row)
-        for name, (vals, is_live) in w._cur.items():
+        for name, (vals, is_live, *_) in w._cur.items():
             assert set(np.flatnonzero(is_live).tolist()) == live[name]
             assert np.isnan(vals[~is_live]).all()
     for dep in c.deployments.values():

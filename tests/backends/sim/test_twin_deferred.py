@@ -7,7 +7,10 @@ import pytest
 
 from sremarathon_env import marathon as M
 from sremarathon_env.backends.sim import SimBackend
+from sremarathon_env.backends.sim import backend as backend_mod
 from tests.backends.sim.test_twin_blocks import OPS
+from tests.backends.sim.test_twin_tape import EVENTS, _reference
+from tests.backends.sim.twins import assert_same_twins
 
 HIST = ("node", "edge", "path", "svc", "ready", "reason", "epoch_of")
 
@@ -18,8 +21,8 @@ def _history(sim):
             for name in HIST}, h.n, len(h.epochs)
 
 
-def _run(deferred: bool):
-    sim = SimBackend("online-boutique", seed=7, metrics=False)
+def _run(deferred: bool, metrics: bool = False):
+    sim = SimBackend("online-boutique", seed=7, metrics=metrics)
     evidence, k = [], 0
     if deferred:
         sim.begin_deferred()
@@ -52,10 +55,47 @@ def test_deferred_ticks_are_bit_identical():
     assert a.serving_revisions("frontend", at=300.0) == b.serving_revisions("frontend", at=300.0)
 
 
-def test_deferred_needs_a_metricless_twin():
+def test_an_evidence_only_span_needs_a_metricless_twin():
     sim = SimBackend("online-boutique", seed=1)
     with pytest.raises(ValueError, match="without metrics"):
-        sim.begin_deferred()
+        sim.begin_deferred(evidence_only=True)
+
+
+def test_a_twin_with_metrics_defers_to_the_same_numbers_and_store():
+    backend_mod._TAPES.clear()
+    a, ev_a = _run(False, metrics=True)
+    b, ev_b = _run(True, metrics=True)
+    assert not backend_mod._TAPES   # (a twin with metrics records no tape)
+    assert ev_a == ev_b and len(ev_a) == 140
+    assert sum(b.pod_ooms.values()) > 0
+    assert_same_twins(a, b)
+    assert a.state_digest() == b.state_digest()
+
+
+def test_a_twin_with_metrics_that_follows_a_tape_defers_to_the_same_numbers():
+    backend_mod._TAPES.clear()
+    _reference(seed=6)   # the tape a twin of seed 6 follows
+
+    def scored(deferred: bool):
+        sim = SimBackend("online-boutique", seed=6)
+        evidence = []
+        for k0 in range(0, 60, 8):   # invocation intervals of 8 ticks, the events inside them
+            if deferred:
+                sim.begin_deferred()
+            for k in range(k0 + 2, k0 + 10, 2):
+                got = sim.advance_to(k * 15.0)
+                evidence += [] if deferred else got
+                if k in EVENTS:
+                    EVENTS[k](sim)
+            if deferred:
+                evidence += sim.end_deferred()
+        return sim, evidence
+
+    a, ev_a = scored(False)
+    b, ev_b = scored(True)
+    assert b._follow is not None   # (followed the tape: not vacuous)
+    assert ev_a == ev_b
+    assert_same_twins(a, b)
 
 
 def test_end_without_ticks_is_empty():

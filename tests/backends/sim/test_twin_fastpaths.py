@@ -278,3 +278,15 @@ def test_a_new_revisions_hash_is_its_templates_hash():
     assert len(sim.cluster.rs_by_id) == n_rs >= 11 + 4
     for rs in sim.cluster.rs_by_id:
         assert rs.hash == template_hash(rs.template)
+
+
+def test_row_sums_of_a_stacked_array_are_the_1d_nansums():
+    """`SimBackend.quota_used` sums four columns as the rows of one array: each row's sum is the float that
+    ``np.nansum`` of the column alone gives (lengths across numpy's pairwise-summation blocks)."""
+    rng = np.random.default_rng(0)
+    for n in list(range(0, 40)) + [127, 128, 129, 255, 256, 257, 1000, 4099]:
+        cols = rng.lognormal(3.0, 2.0, size=(4, n))
+        cols[rng.random((4, n)) < 0.2] = np.nan
+        x = cols.copy()
+        x[np.isnan(x)] = 0.0
+        assert x.sum(axis=1).tolist() == [float(np.nansum(c)) for c in cols], n

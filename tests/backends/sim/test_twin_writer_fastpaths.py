@@ -127,7 +127,7 @@ def _store_bytes(sim: SimBackend) -> list:
 
 @pytest.fixture
 def checked(monkeypatch):
-    calls = {"req": 0, "pod": 0, "dep": 0, "values": 0, "runs": 0}
+    calls = {"req": 0, "pod": 0, "dep": 0, "values": 0, "runs": 0, "ranges": 0}
     rebuild, update, refresh = MetricWriter._rebuild_req, MetricWriter._update, MetricWriter.refresh_state
 
     def rebuild_checked(self):
@@ -159,8 +159,13 @@ def checked(monkeypatch):
 
     def refresh_checked(self, tick):
         refresh(self, tick)
+        for name, (vals, live, lo, hi) in self._cur.items():   # a kept live range is the first and last live row
+            if lo is not None:
+                on = np.flatnonzero(live)
+                assert (lo, hi) == ((int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)), name
+                calls["ranges"] += 1
         for name, (fam, r0, r1, dense, start) in self._runs.items():
-            vals, live = self._cur[name]
+            vals, live = self._cur[name][:2]
             if live.any():   # the definition: first and last live row by argmax
                 assert (r0, r1) == (int(live.argmax()), len(live) - int(live[::-1].argmax()))
                 assert np.array_equal(dense, vals[r0:r1], equal_nan=True)
@@ -178,7 +183,7 @@ def checked(monkeypatch):
 def test_writer_fast_paths_equal_their_definitions(checked, app):
     sim = _run(app, 2)
     assert checked["req"] >= 2 and checked["pod"] > 20 and checked["dep"] >= 20 and checked["runs"] > 150
-    assert checked["values"] > 5
+    assert checked["values"] > 5 and checked["ranges"] > 100
     assert len(sim.writer.req_rows) > len(sim.writer.mesh_edges)   # series beyond the first ones appeared
 
 
