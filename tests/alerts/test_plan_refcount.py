@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from sremarathon_env.alerts import AlertEngine, PromQLEngine, load_rule_pack
+from sremarathon_env.alerts.compiled import warm
 from sremarathon_env.alerts.plan import PackPlan
 from sremarathon_env.telemetry.store import MetricStore
 
@@ -34,7 +35,11 @@ def _grow(store, rng, k):
 
 @contextmanager
 def _collector_off():
-    """The cyclic collector off (after one collection of what came before), as it was again afterwards."""
+    """The cyclic collector off (after one collection of what came before), as it was again afterwards. The
+    compiled kernels are loaded first where they are on at all: in the ``auto`` mode they would otherwise load
+    in the middle of a checked round (once the numpy kernels have spent their share), and numba's loading leaves
+    cyclic garbage of its own."""
+    warm()
     was = gc.isenabled()
     gc.collect()
     gc.disable()
