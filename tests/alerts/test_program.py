@@ -7,7 +7,6 @@ a numpy node raises, the call runs the numpy path."""
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -35,12 +34,7 @@ def test_a_build_is_lowered_after_its_first_calls(monkeypatch):
     monkeypatch.setattr(PL, "LOWER_AFTER", 2)
     exprs = [e for e in EXPRS if not any(w in e for w in ("max", "min", "histogram"))]   # (no stops)
     rng = np.random.default_rng(4)
-    store, fams = _random_store(rng, 12, False)
-    eng = PromQLEngine(store)
-    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(exprs)]
-    plan = PL.PackPlan(eng, rules)
-    for tick in range(12):
-        _write(rng, store, fams, tick, 6, False)
+    store, fams, _, _, plan = _random_plan(rng, exprs, 12, 12)
     times = np.arange(4, 12, dtype=np.int64) * 15000
     assert [_both(plan, times, exprs) for _ in range(4)] == [0, 0, 1, 1]
     _write(rng, store, fams, 12, 9, False)   # new series: a rebuild
@@ -155,6 +149,18 @@ def _write(rng, store, fams, tick, n_a, zero_ties):
         store.write(hs, hs.rows([(g, le) for le in ("0", "0.5", "1", "+Inf")]), tick, vals)
 
 
+def _random_plan(rng, exprs, n_ticks: int, written: int = 0, zero_ties: bool = False):
+    """(store, families, engine, rules, plan) of ``exprs`` over a random store, its first ``written`` ticks written
+    (6 series of ``a`` each)."""
+    store, fams = _random_store(rng, n_ticks, zero_ties)
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(exprs)]
+    plan = PL.PackPlan(eng, rules)
+    for tick in range(written):
+        _write(rng, store, fams, tick, 6, zero_ties)
+    return store, fams, eng, rules, plan
+
+
 @pytest.mark.parametrize("zero_ties,compact", [(False, False), (True, False), (False, True)])
 def test_program_equals_numpy_nodes_on_random_stores(zero_ties, compact, monkeypatch):
     """(compact: the lowerer starts again at nearly every rebuild; else it keeps unchanged nodes' rows)"""
@@ -166,10 +172,7 @@ def test_program_equals_numpy_nodes_on_random_stores(zero_ties, compact, monkeyp
     rng = np.random.default_rng(5 + zero_ties)
     ran = calls = 0
     for case in range(4):
-        store, fams = _random_store(rng, 40, zero_ties)
-        eng = PromQLEngine(store)
-        rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(EXPRS)]
-        plan = PL.PackPlan(eng, rules)
+        store, fams, _, _, plan = _random_plan(rng, EXPRS, 40, zero_ties=zero_ties)
         n_a = 5
         for tick in range(40):
             if tick % 7 == 3:
@@ -206,12 +209,7 @@ def test_program_stops_at_max_min_of_signed_zeros():
 def test_program_lowers_every_common_node_type():
     """Of the random store's plan, only the node types without a lowering are numpy steps."""
     rng = np.random.default_rng(1)
-    store, fams = _random_store(rng, 10, False)
-    eng = PromQLEngine(store)
-    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(EXPRS)]
-    plan = PL.PackPlan(eng, rules)
-    for tick in range(10):
-        _write(rng, store, fams, tick, 6, False)
+    _, _, _, _, plan = _random_plan(rng, EXPRS, 10, 10)
     plan.evaluate(np.arange(2, 10, dtype=np.int64) * 15000)
     prog = lower(plan)
     kinds = {type(st[0]).__name__ + (":" + st[0].op if hasattr(st[0], "op") else "")
@@ -253,12 +251,7 @@ def test_program_stops_where_a_numpy_node_raises(monkeypatch):
     exprs = [e for e in EXPRS if not any(w in e for w in ("max", "min", "histogram"))]
     exprs += ["histogram_quantile(1.5, sum by (le) (rate(hb_bucket[5m]))) > 0"]   # (a numpy step: q > 1)
     rng = np.random.default_rng(4)
-    store, fams = _random_store(rng, 12, False)
-    eng = PromQLEngine(store)
-    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(exprs)]
-    plan = PL.PackPlan(eng, rules)
-    for tick in range(12):
-        _write(rng, store, fams, tick, 6, False)
+    store, _, _, rules, plan = _random_plan(rng, exprs, 12, 12)
     times = np.arange(4, 12, dtype=np.int64) * 15000
     assert _both(plan, times, exprs) == 1
 
@@ -274,12 +267,7 @@ def test_program_stops_where_a_numpy_node_raises(monkeypatch):
 
 def test_program_off_without_compiled_kernels(monkeypatch):
     rng = np.random.default_rng(4)
-    store, fams = _random_store(rng, 12, False)
-    eng = PromQLEngine(store)
-    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(EXPRS)]
-    plan = PL.PackPlan(eng, rules)
-    for tick in range(12):
-        _write(rng, store, fams, tick, 6, False)
+    _, _, _, _, plan = _random_plan(rng, EXPRS, 12, 12)
     monkeypatch.setenv("SREMARATHON_NUMBA", "0")
     plan.evaluate(np.arange(4, 12, dtype=np.int64) * 15000)
     assert plan.program_calls == 0 and plan._prog is None
