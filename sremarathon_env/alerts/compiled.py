@@ -133,6 +133,7 @@ def _load():
 _f64_at = None
 _carray = None
 _binop = None
+_maxmin = None
 
 #: columns of a plan program's instruction rows (see ``program``)
 PROGRAM_FIELDS = 16
@@ -140,7 +141,7 @@ PROGRAM_FIELDS = 16
 
 def _define(numba):
     """The kernels, compiled lazily by numba at their first call (cached on disk)."""
-    global _f64_at, _carray, _binop
+    global _f64_at, _carray, _binop, _maxmin
     from numba import types
     from numba.extending import intrinsic
 
@@ -398,6 +399,21 @@ def _define(numba):
     _binop = binop
 
     @njit(cache=True, error_model="numpy")
+    def maxmin(acc, w, first, is_max):
+        # one step of a max (is_max) or min over a group's rows in order, fmax / fmin as numpy's reduceat gives
+        # them: (the running value, whether the step met 0.0 against -0.0, where numpy's loops keep either)
+        if first or acc != acc:
+            return w, False
+        if w == w:
+            if (w > acc) if is_max else (w < acc):
+                return w, False
+            if w == acc and acc == 0.0 and np.signbit(w) != np.signbit(acc):
+                return acc, True
+        return acc, False
+
+    _maxmin = maxmin
+
+    @njit(cache=True, error_model="numpy")
     def program(ins, ipool, fpool, i0, i1, V, P, addrs, shapes, jcols, okm, KV, KP):
         # instructions i0 .. i1 - 1 of a plan program (program.py documents the fields and each operation's numpy
         # definition, which this follows operation by operation). V / P: the arena of values and presence, one row
@@ -479,16 +495,9 @@ def _define(numba):
                                 w = V[av + r, t] if pr else 0.0
                                 acc = w if r == 0 else acc + w
                             elif agg >= 3:
-                                w = V[av + r, t] if pr else np.nan
-                                if r == 0:
-                                    acc = w
-                                elif acc != acc:
-                                    acc = w
-                                elif w == w:
-                                    if (w > acc) if agg == 3 else (w < acc):
-                                        acc = w
-                                    elif w == acc and acc == 0.0 and np.signbit(w) != np.signbit(acc):
-                                        return i
+                                acc, tie = _maxmin(acc, V[av + r, t] if pr else np.nan, r == 0, agg == 3)
+                                if tie:
+                                    return i
                         if agg == 1:
                             acc = np.float64(k)
                         elif agg == 2:
@@ -523,16 +532,9 @@ def _define(numba):
                                 pr = P[ap + r, t]
                                 if pr:
                                     anyp = True
-                                w = V[av + r, t] if pr else np.nan
-                                if k == s0:
-                                    acc = w
-                                elif acc != acc:
-                                    acc = w
-                                elif w == w:
-                                    if (w > acc) if agg == 3 else (w < acc):
-                                        acc = w
-                                    elif w == acc and acc == 0.0 and np.signbit(w) != np.signbit(acc):
-                                        return i
+                                acc, tie = _maxmin(acc, V[av + r, t] if pr else np.nan, k == s0, agg == 3)
+                                if tie:
+                                    return i
                             V[vo + g, t] = acc
                             P[po + g, t] = anyp
             elif op == 3:   # vector and scalar: fl bit 0 scalar on the left, bit 1 bool, bit 2 constant fpool[x0]
