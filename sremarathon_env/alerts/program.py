@@ -259,7 +259,7 @@ class _Lowerer:
         self.per_root: dict = {}        # id(root) -> (root, record, generation, lowering)
 
     def lower(self, plan) -> Program | None:
-        kernel = self.kernel = plan._kernel
+        self.kernel = plan._kernel
         gen = self.gen
         roots, records = plan._roots, plan._records
         old, new = self.per_root, {}

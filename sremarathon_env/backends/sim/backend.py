@@ -32,7 +32,7 @@ from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
 from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly, traffic_increments
 from sremarathon_env.backends.sim.model import CompiledApp
 from sremarathon_env.backends.sim.traffic import StackedInputs, TickInputs, TrafficModel, _Groups, stack_inputs, window
-from sremarathon_env.backends.sim.util import canonical, child_rng, seqsum, template_hash
+from sremarathon_env.backends.sim.util import canonical, child_rng, template_hash
 from sremarathon_env.telemetry.store import MetricStore
 
 MAX_BATCH = 32
