@@ -123,8 +123,11 @@ def test_down_waits_until_the_ports_are_free(tmp_path):
     c = LocalCluster(name="x", workdir=str(tmp_path), ports=ports)
     (tmp_path / "logs").mkdir()
     st = {"procs": {}, "ports": ports.__dict__}
+    # (SO_REUSEADDR as the components' Go listeners set: a free port may still have a connection in TIME_WAIT,
+    # which a plain bind refuses - the child then exited with 'Address already in use' and the wait below timed out)
     prog = ("import signal, socket, sys, time; signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1), sys.exit(0)));"
-            f"s = socket.socket(); s.bind(('127.0.0.1', {ports.etcd})); s.listen(); time.sleep(300)")
+            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1);"
+            f"s.bind(('127.0.0.1', {ports.etcd})); s.listen(); time.sleep(300)")
     c._start("etcd", [sys.executable, "-c", prog], st)
     end = time.monotonic() + 10
     while _bindable(ports.etcd) and time.monotonic() < end:
