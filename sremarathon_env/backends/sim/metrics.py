@@ -862,7 +862,8 @@ class SlotsOnly:
     """The writer of a twin that exports no metrics (``SimBackend(..., metrics=False)``: the run loop's
     no-action reference run and fault validation read only entry evidence and health): it keeps the
     one thing the dynamics take from the writer, the pod slots that have cAdvisor series, in the same
-    order, and writes nothing."""
+    order, and writes nothing. (The twin queues traffic and cAdvisor counters only when it has metrics,
+    so only the calls it makes on every twin are here.)"""
 
     def __init__(self, sim: "SimBackend"):
         self.sim = sim
@@ -876,18 +877,6 @@ class SlotsOnly:
             n = len(c.pods)
             self.flow_slots = np.flatnonzero(c.p_active[:n] & c.p_bound[:n])   # scheduled, not deleted
         return self.flow_slots
-
-    def write_traffic(self, *args, **kwargs) -> None:
-        pass
-
-    def write_pods(self, *args, **kwargs) -> None:
-        pass
-
-    def queue_pods(self, *args, **kwargs) -> None:
-        pass
-
-    def reset_counters(self, slots: np.ndarray) -> None:
-        pass
 
     def refresh_state(self, tick: int) -> None:
         self.sim.cluster.changed_slots = set()
