@@ -262,7 +262,7 @@ def _convert(e) -> Node:  # noqa: C901 - one branch per node type
             include = tuple(mod.group_labels or ())
         for side in (lhs, rhs):
             if kind_of(side) not in ("v", "s"):
-                raise QueryError("bad_data", f"binary expression must contain only scalar and instant vector types")
+                raise QueryError("bad_data", "binary expression must contain only scalar and instant vector types")
         if op in COMPARISON and kind_of(lhs) == "s" and kind_of(rhs) == "s" and not rb:
             raise QueryError("bad_data", "comparisons between scalars must use BOOL modifier")
         if op in SETOPS and (kind_of(lhs) != "v" or kind_of(rhs) != "v"):

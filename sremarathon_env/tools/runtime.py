@@ -177,7 +177,6 @@ class ToolRuntime:
         name_s = name if isinstance(name, str) else repr(name)[:100]
         name_s = name_s[:100]
         model = TOOLS.get(name_s) if isinstance(name, str) else None
-        refused = PolicyInfo(decision="refused", reason="")
 
         def fail(t: str, msg: str, details: Any = None, *, cost: float = lim.invalid_call_cost_s,
                  decision: str = "refused", a: ToolArgs | None = None, targets=(), cited=None) -> ToolResult:

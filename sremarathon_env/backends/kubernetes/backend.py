@@ -49,7 +49,7 @@ from apps.spec import AppSpec
 from faults.effects import Effect
 from sremarathon_env.backends.arguments import KIND_PLURALS, env_key_error, merge_resources, patched, replicas_error
 from sremarathon_env.backends.base import EntryEvidence, OpResult
-from sremarathon_env.backends.kubernetes.rest import MERGE, ApiError, KubeRest
+from sremarathon_env.backends.kubernetes.rest import ApiError, KubeRest
 from sremarathon_env.backends.kubernetes.stages import FAULT_ANNOTATION, HEALED, NODE_FAULT_LABEL
 
 EFFECTS_ANNOTATION = "sremarathon.io/effects"

@@ -16,8 +16,6 @@ backend as on the twin. Request-level families are not written (kwok runs no app
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 _DEP = {"kube_deployment_spec_replicas": lambda d: d["spec"].get("replicas", 1),
