@@ -151,6 +151,16 @@ _NONE = object()
 
 def memo_get(tag: tuple, inputs: tuple[list, ...]):
     """The memoised result for these inputs, or ``_NONE``."""
+    if len(inputs) == 1:   # (_memo_key and _memo_hit, inline: the usual case)
+        one = inputs[0]
+        key = (tag, id(one))
+        hit = _MEMO.get(key)
+        if hit is None:
+            hit = _MEMO_OLD.get(key)
+            if hit is None:
+                return _NONE
+            _memo_put(key, hit)
+        return hit[1] if hit[0] is one else _NONE
     hit = _memo_hit(_memo_key(tag, inputs), inputs)
     return _NONE if hit is None else hit[1]
 
