@@ -234,6 +234,29 @@ def map_labels(memo_tag: tuple, tag: tuple, labels: list, fn) -> list:
     return out
 
 
+#: one object per distinct (name, value) pair of the label sets made from store rows and by label functions
+#: (label_replace): equal label sets made again (the same pod in another family, a new row of a known service)
+#: hold the kept pairs, and a new label set leaves only its new pairs alive (fewer tracked objects: rebuilds
+#: trigger fewer collections). Label sets are compared by value: which equal pair object they hold never matters.
+_PAIRS: dict[tuple, tuple] = {}
+#: pairs kept before the record starts again
+PAIRS_MAX = 20000
+
+
+def intern_pairs(pairs: list) -> tuple:
+    """``tuple(pairs)`` with each pair replaced by the kept equal pair (``_PAIRS``).
+
+    >>> a = intern_pairs([("job", "x"), ("pod", "p1")])
+    >>> b = intern_pairs(list(zip(("job", "pod"), ("x", "p2"))))
+    >>> a[0] is b[0], a == (("job", "x"), ("pod", "p1"))
+    (True, True)
+    """
+    if len(_PAIRS) > PAIRS_MAX:
+        _PAIRS.clear()
+    sd = _PAIRS.setdefault
+    return tuple(map(sd, pairs, pairs))
+
+
 def has_dup(labels: list) -> bool:
     """Whether a label set occurs twice; a list made from one without duplicates checks only its new items."""
     def build():
