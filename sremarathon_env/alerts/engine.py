@@ -39,7 +39,9 @@ from ..telemetry.store import MetricStore
 from . import syntax as S
 from .limits import Limits, QueryError
 from .rangefuncs import RANGE_FUNCS
-from .values import Labels, Scal, StrVal, Vec, Win, dedupe, drop_names, fmt_time, fmt_value, get, memo, note_grown
+from . import values as _values
+from .values import (Labels, Scal, StrVal, Vec, Win, dedupe, drop_names, fmt_time, fmt_value, get, intern_pairs, memo,
+                     note_grown)
 from .vectorops import aggregate, scalar_scalar, set_op, vector_scalar, vector_vector
 
 _MATH = {
@@ -489,6 +491,10 @@ class PromQLEngine:
         lvs = fam._label_values
         L = len(snames)
         new_d, old_d = _row_items(shape)
+        pairs = _values._PAIRS
+        if len(pairs) > _values.PAIRS_MAX:
+            pairs.clear()
+        sd = pairs.setdefault   # (intern_pairs, inline)
         for r in range(len(info), n):
             lv = lvs[r]
             if type(lv) is not tuple:
@@ -500,10 +506,12 @@ class PromQLEngine:
                     va = name + lv
                     pv = pick(va)
                     if "" in pv:
-                        lb = tuple((a, b) for a, b in zip(snames, pv) if b != "")
+                        ps = [(a, b) for a, b in zip(snames, pv) if b != ""]
+                        lb = tuple(map(sd, ps, ps))
                         it = (va, lb, _sort_key(lb))
                     else:
-                        lb = tuple(zip(snames, pv))
+                        ps = list(zip(snames, pv))
+                        lb = tuple(map(sd, ps, ps))
                         # _sort_key(lb): name, \x01, value, \x00 for each pair
                         text = tmpl % pv
                         it = (va, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
@@ -731,7 +739,7 @@ class PromQLEngine:
                 d[dst] = val
             else:
                 d.pop(dst, None)
-            out.append(tuple(sorted(d.items())))
+            out.append(intern_pairs(sorted(d.items())))
         return out
 
     @staticmethod

@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from itertools import chain, compress, repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 
 import numpy as np
 
@@ -86,6 +86,7 @@ class _Env:
 class _Node:
     kind = "v"
     labels: list = []
+    _lw = None   # (the node's last lowering, ``program._Lowerer.visit``)
 
     def __init__(self) -> None:
         self._stamp = None
@@ -747,7 +748,12 @@ class PackPlan:
         self.step_ms, self.t0_ms = promql.step_ms, promql.t0_ms
         self.lookback_ms = promql.limits.lookback_ms
         self.grid = _Grid(self.t0_ms, self.step_ms, self.lookback_ms)   # what nodes read of the plan
-        self._all_families, self._names, self._rule_names, needs = _rules_info(self.rules)
+        self._all_families, self._names, self._rule_names, needs, self._rule_sels = _rules_info(self.rules)
+        # per rule, the (parts, labels) objects of its selectors at its last walk where a walk with the same
+        # selections makes the same nodes (``_rule_sels``: its tree reads the store through plan selections only),
+        # else None; a rule reading a changed name whose selections are all these objects is kept (``_build_rules``)
+        self._rule_seen: list[tuple | None] = [None] * len(self.rules)
+        self._direct = False  # a node of this plan's builds evaluates a selector by the generic evaluator
         # rule indices per metric name read, and the rules never kept (a selector without a name)
         self._rules_of_name: dict[str, list[int]] = {}
         for i, names in enumerate(self._rule_names):
@@ -768,6 +774,7 @@ class PackPlan:
         self.builds = 0
         self.build_cpu_s = 0.0  # CPU seconds spent in rebuilds (a diagnostic for the bench; never in results)
         self.kept = 0  # rules whose nodes a rebuild kept
+        self.kept_same = 0  # of them, rules reading a changed name whose selections were the same (a diagnostic)
         # rows left out of every selector because they cannot have a sample in any window the plan reads
         # (families read through @ or a subquery, and name-less selectors, never leave any row out)
         self._needs = needs
@@ -778,7 +785,7 @@ class PackPlan:
         self._excl_fams: tuple | None = None  # (families in the store, [(family, entry, read-back)]) for pruning
         self._live_cache: dict[str, tuple] = {}
         self._sels: dict[tuple, _Selection] = {}  # per (metric name, matchers): live rows kept up to date
-        self._sel_keys: dict[str, tuple] = {}  # selector key -> (metric name, matchers)
+        self._sel_keys: dict[str, tuple] = {}  # selector key -> ((metric name, matchers), the matchers to check)
         self._tokens: dict[int, tuple] = {}  # per family: (family, rows, content token or None)
         self._last_labels: dict[str, list] = {}  # per node key, the label list of its last build
         self._sel_now: dict[str, tuple] | None = None  # _selection's results in the running build (None: no build)
@@ -968,9 +975,13 @@ class PackPlan:
         name, takes the generic path."""
         if sel.name is None:
             return self._live(sel.key, *self.promql._select(sel, self._dummy))
-        mkey = self._sel_keys.get(sel.key)
-        if mkey is None:
-            mkey = self._sel_keys[sel.key] = (sel.name, tuple((m.name, m.op, m.value) for m in sel.matchers))
+        ent = self._sel_keys.get(sel.key)
+        if ent is None:
+            # (its matchers less a ``__name__="<its name>"`` one: every row of the name's families passes that)
+            ent = self._sel_keys[sel.key] = (
+                (sel.name, tuple((m.name, m.op, m.value) for m in sel.matchers)),
+                tuple(m for m in sel.matchers if not (m.name == "__name__" and m.op == "=" and m.value == sel.name)))
+        mkey, matchers = ent
         st = self._sels.get(mkey)
         fams = self.store._families.get(sel.name, ())   # (read only)
         ex = self._excl
@@ -1005,7 +1016,7 @@ class PackPlan:
                 st.own[fi] = True
             rows, lbs, keys = st.rows[fi], st.lbs[fi], st.keys[fi]
             a = len(rows)
-            match_rows(info, pos, sel.matchers, st.done[fi], n, rows, lbs, keys)
+            match_rows(info, pos, matchers, st.done[fi], n, rows, lbs, keys)
             st.done[fi] = n
             if None in keys[a:]:
                 st.fallback = True
@@ -1060,19 +1071,15 @@ class PackPlan:
                 note_grown(old_labels, prev_labels, [], keep)
             return st.parts, st.labels
         new.sort()
-        items, labels, at = [], [], []
-        prev = 0
-        for k, fi, r, lb in new:
+        # each new item after the equal and smaller old ones (``bisect_right``) and after the new ones before it: the
+        # j-th new item (in order) lands at its old-list position plus j
+        items, labels, at = list(old_items), list(old_labels), []
+        for j, (k, fi, r, lb) in enumerate(new):
             it = (k, fi, r)
-            p = bisect_right(old_items, it, prev)
-            items += old_items[prev:p]
-            labels += old_labels[prev:p]
-            at.append(len(items))
-            items.append(it)
-            labels.append(lb)
-            prev = p
-        items += old_items[prev:]
-        labels += old_labels[prev:]
+            p = bisect_right(old_items, it) + j
+            items.insert(p, it)
+            labels.insert(p, lb)
+            at.append(p)
         prev_labels = st.labels
         st.set(items, labels, fams)
         # later label work (group keys, signatures, name drops...) redoes only the new rows
@@ -1129,6 +1136,17 @@ class PackPlan:
             rules = by_name.get(n)
             if rules is not None:
                 rebuilt.update(rules)
+        self._dummy = _Ctx(np.zeros(1, dtype=np.int64), self.promql.default_step_ms)
+        self._sel_now = {}   # _selection's results in this build
+        seen = self._rule_seen
+        now_seen: dict[int, tuple] = {}
+        if SAME_SELECTIONS and not self._direct:
+            # a rule whose selectors select the very objects of its last walk makes the same nodes: kept
+            for i in [i for i in rebuilt if seen[i] is not None and records[i] is not None]:
+                now = now_seen[i] = self._selections_of(i)
+                if all(map(is_, now, seen[i])):
+                    rebuilt.discard(i)
+                    self.kept_same += 1
         kept = [rec is not None and i not in rebuilt for i, rec in enumerate(records)]
         # the nodes of the kept rules, registered first (an earlier rule's node wins): a rebuilt rule takes any
         # of them for an equal sub-expression (valid: it reads no changed family), wherever its rule stands
@@ -1140,22 +1158,26 @@ class PackPlan:
         self._groups: dict[tuple, _RangeGroup] = {}
         self._kernel_nodes: dict[int, _Range] = {}
         self._slot_cache: dict[int, tuple] = {}
-        self._dummy = _Ctx(np.zeros(1, dtype=np.int64), self.promql.default_step_ms)
-        self._sel_now = {}   # _selection's results in this build
         self._old, self._cache = self._cache, {}
         roots: list[_Node | None] = []
+        self.kept += kept.count(True)
         for i, r in enumerate(self.rules):
             if kept[i]:
-                root, _, kernel_nodes = records[i]
-                self._kernel_nodes.update(kernel_nodes)
-                self.kept += 1
-                roots.append(root)
+                rec = records[i]
+                roots.append(rec[0])
+                if rec[2]:
+                    self._kernel_nodes.update(rec[2])
                 continue
             sels = _empty_when_unselected(r.node) if EMPTY_SHORTCUT else None
             if sels is not None and not any(self._selection(sel)[1] for sel in sels):
                 # each of its selectors selects nothing: the walk would give an _Empty root (_empty_when_unselected)
                 root = _Empty()
                 self._records[i] = (root, {}, {})
+                if self._rule_sels[i] is not None:
+                    now = now_seen.get(i)
+                    seen[i] = now if now is not None else self._selections_of(i)
+                else:
+                    seen[i] = None
                 roots.append(root)
                 continue
             self._visits = ([], [])   # (keys, nodes) of the rule's visits
@@ -1172,11 +1194,25 @@ class PackPlan:
             self._kernel_nodes.update(mine)
             # (root, the rule's nodes by key, its kernel range nodes)
             self._records[i] = (root, dict(zip(*self._visits)), mine) if self._reusable else None
+            if self._reusable and self._rule_sels[i] is not None:
+                now = now_seen.get(i)
+                seen[i] = now if now is not None else self._selections_of(i)
+            else:
+                seen[i] = None
             roots.append(root)
         self._roots = roots
         self._old = {}
         self._visits = ([], [])
         self._kernel = _KernelGroup(self, list(self._kernel_nodes.values()))
+
+    def _selections_of(self, i: int) -> tuple:
+        """The parts and labels of rule ``i``'s selectors in this build, flat (compared by identity)."""
+        out: list = []
+        now = self._sel_now
+        for sel in self._rule_sels[i]:
+            hit = now.get(sel.key)   # (_selection, inline: a build's selections)
+            out.extend(hit if hit is not None else self._selection(sel))
+        return tuple(out)
 
     def _reuse(self, ck: tuple, factory, children: tuple | None = None) -> _Node:
         """The previous build's node for the same inputs, else a new one.
@@ -1219,9 +1255,10 @@ class PackPlan:
         return hit
 
     def _make(self, node: S.Node) -> _Node:  # noqa: C901 - one branch per fast path
-        if isinstance(node, S.Num):
+        t = type(node)   # (the syntax classes have no subclasses: ``type(x) is C`` is ``isinstance(x, C)``)
+        if t is S.Num:
             return self._reuse((node.key,), lambda: _Const(node.val))
-        if isinstance(node, S.Sel):
+        if t is S.Sel:
             parts, labels = self._selection(node)
             if not labels:
                 return _Empty()
@@ -1231,7 +1268,7 @@ class PackPlan:
                 hit = _Sel(self, node, parts, labels)
             self._cache[ck] = hit
             return hit
-        if isinstance(node, S.Call) and node.name in _BATCHED and isinstance(node.args[0], S.MatSel) and len(node.args) == 1:
+        if t is S.Call and node.name in _BATCHED and type(node.args[0]) is S.MatSel and len(node.args) == 1:
             ms = node.args[0]
             sel = ms.sel
             parts, labels = self._selection(sel)
@@ -1240,6 +1277,7 @@ class PackPlan:
             out_labels = labels if node.name == "last_over_time" else drop_names(labels)
             # the series of one family have distinct label sets, and they share their name: no duplicates
             if (len(parts) != 1 or parts[0][0] == "perm") and _has_dup(out_labels):
+                self._direct = True   # (the generic evaluator selects this range vector itself)
                 return self._generic(node, [])
             if node.name in CODES and sel.at_ms is None:
                 ck = (node.key, id(labels))
@@ -1262,7 +1300,7 @@ class PackPlan:
                 self._reusable = False
             rn.sel_labels = labels  # keeps the identity in the cache key alive
             return rn
-        if isinstance(node, S.Call) and node.name == "label_replace":
+        if t is S.Call and node.name == "label_replace":
             child = self._node(node.args[0])
             if not child.labels:
                 return _Empty() if child.kind == "v" else self._generic(node, [(node.args[0], child)])
@@ -1277,19 +1315,19 @@ class PackPlan:
                 return self._generic(node, [(node.args[0], child)])
             out = self._intern(node.key, out)
             return self._reuse((node.key, _lid(child), id(out)), lambda: _Pass(child, out), (child,))
-        if isinstance(node, S.Call) and node.name == "histogram_quantile" and isinstance(node.args[0], S.Num):
+        if t is S.Call and node.name == "histogram_quantile" and type(node.args[0]) is S.Num:
             q = self._node(node.args[0])
             child = self._node(node.args[1])
             layout = memo(("hq",), (child.labels,), lambda: self.promql._hq_layout(child.labels))
             if not layout:
                 return _Empty()
             return self._reuse((node.key, id(q), _lid(child)), lambda: _HistQuantile(q, child, layout), (q, child))
-        if isinstance(node, S.Agg) and node.op in ("sum", "count", "group", "max", "min"):
+        if t is S.Agg and node.op in ("sum", "count", "group", "max", "min"):
             child = self._node(node.expr)
             labels = child.labels
             if not labels:
                 return _Empty()
-            ck = (node.key, _lid(child))
+            ck = (node.key, id(labels) if child.kind == "v" else ~id(child))   # (_lid, inline)
             hit = self._old.get(ck)   # (_reuse, inline: the most frequent node)
             if hit is not None:
                 hit.rebind(child)
@@ -1298,7 +1336,7 @@ class PackPlan:
                 hit = _Agg(node.op, child, self._intern(node.key, keys), gid)
             self._cache[ck] = hit
             return hit
-        if isinstance(node, S.Bin):
+        if t is S.Bin:
             lhs, rhs = self._node(node.lhs), self._node(node.rhs)
             kinds = (lhs.kind, rhs.kind)
             if kinds == ("v", "s") or kinds == ("s", "v"):
@@ -1313,6 +1351,12 @@ class PackPlan:
                         hit = _VecScalar(node.op, vec, sc, left, False, vec.labels)
                     else:
                         hit.rebind(vec, sc)
+                    self._cache[ck] = hit
+                    return hit
+                hit = self._old.get(ck)
+                if hit is not None:
+                    # (made from the very label lists: the same labels and no duplicates, else no node under ck)
+                    hit.rebind(vec, sc)
                     self._cache[ck] = hit
                     return hit
                 labels = drop_names(vec.labels)
@@ -1558,13 +1602,19 @@ def _rules_info(rules: list) -> tuple:
             else:
                 names.add(sel.name)
     rule_names = [frozenset(s.name for s in _selectors(r.node)) for r in rules]
-    info = (all_families, sorted(names), rule_names, {} if all_families else _family_needs(rules))
+    # per rule, its distinct selectors where every one is selected by the plan (``_plan_selected``), else None
+    rule_sels = [tuple({s.key: s for s in _selectors(r.node)}.values()) if _plan_selected(r.node) else None
+                 for r in rules]
+    info = (all_families, sorted(names), rule_names, {} if all_families else _family_needs(rules), rule_sels)
     if len(_RULES_INFO) >= RULES_INFO_MAX:
         _RULES_INFO.clear()
     _RULES_INFO[key] = (tuple(r.node for r in rules), info)
     return info
 
 
+#: rules reading a changed name whose selectors all select the objects of the rule's last walk are kept without a
+#: walk (False: always walk them; the tests compare both)
+SAME_SELECTIONS = True
 #: rules whose plan is an _Empty root while every selector of theirs selects nothing skip the walk then (False:
 #: always walk; the tests compare both)
 EMPTY_SHORTCUT = True
@@ -1613,6 +1663,30 @@ def _strict(node: S.Node) -> bool:
             return _strict(lhs)
         return node.op != "or" and _strict(lhs) and _strict(rhs)
     return False
+
+
+def _plan_selected(node: S.Node) -> bool:
+    """Whether every selector of an expression is read through the plan's selection (``_selection``: a plain
+    selector, the range vector of a batched range call), never by the generic evaluator itself (a range vector or
+    subquery argument of another call), and each selector has a metric name: then the plan nodes of the expression
+    are a pure function of those selections (``PackPlan._direct`` covers the one dynamic exception, a batched call
+    whose result has duplicate label sets)."""
+    if isinstance(node, S.Sel):
+        return node.name is not None
+    if isinstance(node, (S.Num, S.Str)):
+        return True
+    if isinstance(node, S.Call):
+        a = node.args
+        if node.name in _BATCHED and len(a) == 1 and isinstance(a[0], S.MatSel):
+            return a[0].sel.name is not None
+        return all(_plan_selected(x) for x in a)
+    if isinstance(node, S.Agg):
+        return _plan_selected(node.expr) and (node.param is None or _plan_selected(node.param))
+    if isinstance(node, S.Bin):
+        return _plan_selected(node.lhs) and _plan_selected(node.rhs)
+    if isinstance(node, S.Neg):
+        return _plan_selected(node.expr)
+    return False   # (a range vector or subquery the generic evaluator reads)
 
 
 def _selectors(node: S.Node):

@@ -117,6 +117,7 @@ class _Cant(Exception):
 # labels (length) and kind.
 
 def _fields(node, cls) -> tuple:
+    """A node's fields (the definition: ``visit`` takes them with the children from ``_KIDS_FIELDS``)."""
     if cls is PL._Agg:
         return (node.op, node.gid, node.perm, node.order, node.starts)
     if cls is PL._Sel:
@@ -256,7 +257,7 @@ class _Lowerer:
         self.inst_keys: dict = {}       # (at, offset) of the selectors -> index
         self.kslots: list = []          # kernel range nodes by slot
         self.sslots: list = []          # numpy steps by slot: (node, vo, po, rows, scalar, stamps)
-        self.per_root: dict = {}        # id(root) -> (root, record, generation, lowering)
+        self.per_root: dict = {}        # id(root) -> (root, record, generation, lowering, its rows, its outs)
 
     def lower(self, plan) -> Program | None:
         self.kernel = plan._kernel
@@ -267,18 +268,18 @@ class _Lowerer:
         outs: list = []
         self.loc = {}
         try:
-            for i, root in enumerate(roots):
+            for root, rec in zip(roots, records):   # (one record per rule, as roots)
                 if root is None or not root.labels:
                     outs.append(None)
                     continue
-                rec = records[i] if i < len(records) else None
                 c = old.get(id(root))
                 if c is None or c[0] is not root or c[1] is not rec or rec is None or c[2] is not gen:
-                    c = (root, rec, gen, self.visit(root))
+                    L = self.visit(root)
+                    # (root, record, generation, lowering, its packed rows, its arena rows for ``outs``)
+                    c = (root, rec, gen, L, L[1], L[0][:3])
                 new[id(root)] = c
-                L = c[3]
-                parts.append(L[1])
-                outs.append(L[0][:3])
+                parts.append(c[4])
+                outs.append(c[5])
         except _Cant:
             self.per_root = {}
             return None
@@ -350,15 +351,17 @@ class _Lowerer:
         if cls is PL._Empty:
             loc[id(node)] = _EMPTY_L
             return _EMPTY_L
-        kn = self.kid_nodes(node, cls)
+        kf = _KIDS_FIELDS.get(cls)
+        if kf is None:
+            raise _Cant(cls.__name__)
+        kn, fields = kf(self, node)
         if not kn:
             kl = ()
         elif len(kn) == 1:
             kl = (self.visit(kn[0]),)
         else:
             kl = tuple([self.visit(k) for k in kn])
-        fields = _fields(node, cls)
-        rec = node.__dict__.get("_lw")
+        rec = node._lw   # (a class attribute None until lowered: no instance dict is made for it)
         if (rec is not None and rec[0] is self.gen and len(rec[1]) == len(fields) and all(map(is_, rec[1], fields))
                 and (cls is not PL._Range or not node.kernel or rec[3][0][2] == node.b - node.a)):
             if len(rec[2]) == len(kl) and all(map(is_, rec[2], kl)):
@@ -386,7 +389,8 @@ class _Lowerer:
         return L
 
     def kid_nodes(self, node, cls) -> tuple:
-        """The children a node's instruction (or numpy step) reads, in the order its instruction takes them."""
+        """The children a node's instruction (or numpy step) reads, in the order its instruction takes them (the
+        definition: ``visit`` takes them with the fields from the type's ``_KIDS_FIELDS`` entry, one call)."""
         if cls is PL._Agg:
             return (node.child,)
         if cls is PL._VecScalar:
@@ -427,11 +431,26 @@ class _Lowerer:
     def make(self, node, cls, kids) -> tuple:  # noqa: C901 - one branch per node type
         """(entry, instruction row) of a node whose fields or children changed. The row's last field is its sort
         key: 2 (level + 1) for an instruction, one more for a numpy step (after the instructions of its level)."""
-        if not (len(node.labels) if node.kind == "v" else 1):
+        if node.kind == "v" and not node.labels:
             raise _Cant("a node without rows")   # (never expected: the plan makes an _Empty; rows own arena rows)
-        a = kids[0] if kids else _EMPTY_ENTRY
-        b = kids[1] if len(kids) > 1 else _EMPTY_ENTRY
-        lvl = self.level(kids)
+        if not kids:
+            a = b = _EMPTY_ENTRY
+            lvl = 0
+        else:
+            a = kids[0]
+            # (``level``, inline)
+            lvl = a[3] if a[4] else a[3] + 1
+            if len(kids) > 1:
+                b = kids[1]
+                lb = b[3] if b[4] else b[3] + 1
+                if lb > lvl:
+                    lvl = lb
+                if len(kids) > 2:
+                    lvl = self.level(kids)
+            else:
+                b = _EMPTY_ENTRY
+            if lvl < 0:
+                lvl = 0
         key = 2 * lvl + 2
         if cls is PL._Const:
             vo, _ = self.alloc(1, 0)
@@ -584,6 +603,55 @@ class _Lowerer:
         prog.n_ins = len(prog.ins)
         return prog
 
+
+def _kf_agg(lw, node):
+    return (node.child,), (node.op, node.gid, node.perm, node.order, node.starts)
+
+
+def _kf_sel(lw, node):
+    return (), (node.flat, node.perm, node.sel)
+
+
+def _kf_vs(lw, node):
+    const = node.const
+    kn = (node.vec,) if const is not None and node.op in BINOPS else (node.vec, node.sc)
+    return kn, (node.op, node.rb, node.left, node.sc if const is not None else None)
+
+
+def _kf_vv(lw, node):
+    kn = (node.rhs, node.lhs) if node.swap else (node.lhs, node.rhs)   # (the many side first)
+    return kn, (node.op, node.rb, node.swap, node.mi, node.oi, node.labels)
+
+
+def _kf_set(lw, node):
+    kn = (node.lhs,) if node.r_starts is None else (node.lhs, node.rhs)
+    return kn, (node.op, node.r_order, node.r_starts, node.lmap)
+
+
+def _kf_const(lw, node):
+    return (), (node.val,)
+
+
+def _kf_range(lw, node):
+    if node.kernel and node.group is not lw.kernel:
+        raise _Cant("_Range of another kernel group")
+    return (), (node.kernel,)
+
+
+def _kf_hq(lw, node):
+    kn = (node.child,) if _hq_lowered(node) else (node.q, node.child)
+    return kn, (node.q, node.batches, node.slow, node.labels)
+
+
+def _kf_generic(lw, node):
+    return tuple(c for _, c in node.children), (node.labels, node.kind)
+
+
+#: per node type: (its children as ``kid_nodes`` gives them, its fields as ``_fields`` gives them) in one call; a
+#: type without an entry is one the program cannot take (``_Cant``)
+_KIDS_FIELDS = {PL._Agg: _kf_agg, PL._Sel: _kf_sel, PL._VecScalar: _kf_vs, PL._VecVec: _kf_vv,
+                PL._SetAndUnless: _kf_set, PL._Const: _kf_const, PL._Range: _kf_range, PL._HistQuantile: _kf_hq,
+                PL._Generic: _kf_generic}
 
 _PACK = struct.Struct(f"<{PROGRAM_FIELDS}q").pack
 _SLOT = struct.Struct(f"<{PROGRAM_FIELDS}q")

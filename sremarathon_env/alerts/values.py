@@ -151,6 +151,16 @@ _NONE = object()
 
 def memo_get(tag: tuple, inputs: tuple[list, ...]):
     """The memoised result for these inputs, or ``_NONE``."""
+    if len(inputs) == 1:   # (_memo_key and _memo_hit, inline: the usual case)
+        one = inputs[0]
+        key = (tag, id(one))
+        hit = _MEMO.get(key)
+        if hit is None:
+            hit = _MEMO_OLD.get(key)
+            if hit is None:
+                return _NONE
+            _memo_put(key, hit)
+        return hit[1] if hit[0] is one else _NONE
     hit = _memo_hit(_memo_key(tag, inputs), inputs)
     return _NONE if hit is None else hit[1]
 
@@ -222,6 +232,29 @@ def map_labels(memo_tag: tuple, tag: tuple, labels: list, fn) -> list:
             if out[i] is None:
                 out[i] = cache[lb] = fn(lb)
     return out
+
+
+#: one object per distinct (name, value) pair of the label sets made from store rows and by label functions
+#: (label_replace): equal label sets made again (the same pod in another family, a new row of a known service)
+#: hold the kept pairs, and a new label set leaves only its new pairs alive (fewer tracked objects: rebuilds
+#: trigger fewer collections). Label sets are compared by value: which equal pair object they hold never matters.
+_PAIRS: dict[tuple, tuple] = {}
+#: pairs kept before the record starts again
+PAIRS_MAX = 20000
+
+
+def intern_pairs(pairs: list) -> tuple:
+    """``tuple(pairs)`` with each pair replaced by the kept equal pair (``_PAIRS``).
+
+    >>> a = intern_pairs([("job", "x"), ("pod", "p1")])
+    >>> b = intern_pairs(list(zip(("job", "pod"), ("x", "p2"))))
+    >>> a[0] is b[0], a == (("job", "x"), ("pod", "p1"))
+    (True, True)
+    """
+    if len(_PAIRS) > PAIRS_MAX:
+        _PAIRS.clear()
+    sd = _PAIRS.setdefault
+    return tuple(map(sd, pairs, pairs))
 
 
 def has_dup(labels: list) -> bool:

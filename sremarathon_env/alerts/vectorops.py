@@ -19,7 +19,7 @@ import numpy as np
 
 from .limits import QueryError
 from .values import (_NONE, Labels, Scal, Vec, dedupe, drop_names, edited_from, get, map_labels, memo, memo_get,
-                     per_label_set)
+                     per_label_set, intern_pairs)
 
 ARITH_FUNCS = {
     "+": np.add,
@@ -148,7 +148,7 @@ def _pairs(many_labels, one_labels, one_idx, drop, card, on, names, include):
                     d[k] = v
                 else:
                     d.pop(k, None)
-        out = cache[ck] = tuple(sorted(d.items()))
+        out = cache[ck] = intern_pairs(sorted(d.items()))
         labels.append(out)
     return pairs_m, pairs_o, labels
 

@@ -214,13 +214,14 @@ def test_rules_info_is_shared_by_plans_of_the_same_rules_and_bounded(monkeypatch
     assert b._names is a._names and b._rule_names is a._rule_names and b._needs is a._needs
     P._RULES_INFO.clear()
     fresh = P._rules_info(rules)
-    assert (a._all_families, a._names, a._rule_names, a._needs) == fresh
+    assert (a._all_families, a._names, a._rule_names, a._needs, a._rule_sels) == fresh
     eng = PromQLEngine(MetricStore())
     monkeypatch.setattr(P, "RULES_INFO_MAX", 2)
     for i, expr in enumerate(['up == 0', 'rate(x_total[5m] offset 1m) > 0', '{job="a"}', 'sum(y) by (z)']):
         own = [SimpleNamespace(name="r", node=eng.compile(expr))]
-        all_families, names, rule_names, needs = P._rules_info(own)
+        all_families, names, rule_names, needs, rule_sels = P._rules_info(own)
         sels = list(P._selectors(own[0].node))
+        assert rule_sels == [tuple(sels) if P._plan_selected(own[0].node) else None]
         assert all_families == any(s.name is None for s in sels)
         assert names == sorted({s.name for s in sels if s.name is not None})
         assert rule_names == [frozenset(s.name for s in sels)]

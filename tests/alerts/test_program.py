@@ -345,3 +345,60 @@ def test_programs_and_their_lowerer_leave_no_cyclic_garbage():
             found = gc.collect()
             if attempt:
                 assert found == 0, attempt
+
+
+def test_kids_and_fields_per_type_equal_their_definitions():
+    """``visit`` takes a node's children and fields from its type's ``_KIDS_FIELDS`` entry in one call: the same
+    objects as ``kid_nodes`` and ``_fields`` give, for every node of plans over a growing store and a faulted twin
+    run (the pack and other expressions), and ``_Cant`` alike for a node the program cannot take."""
+    from sremarathon_env.alerts import program as PR
+    from tests.alerts.test_plan_empty import OTHER
+    from tests.alerts.test_plan_refcount import _grow
+    from tests.alerts.twin import faulted_run
+
+    def check(plan, seen):
+        lw = PR._Lowerer()
+        lw.kernel = plan._kernel
+        stack = [r for r in plan._roots if r is not None]
+        while stack:
+            node = stack.pop()
+            cls = type(node)
+            if cls is PL._Pass:
+                stack.append(node.child)
+                continue
+            if cls is PL._Empty or id(node) in seen:
+                continue
+            seen[id(node)] = cls
+            try:
+                kn = lw.kid_nodes(node, cls)
+            except PR._Cant:
+                with pytest.raises(PR._Cant):
+                    if cls not in PR._KIDS_FIELDS:
+                        raise PR._Cant(cls.__name__)
+                    PR._KIDS_FIELDS[cls](lw, node)
+                continue
+            kn2, fields2 = PR._KIDS_FIELDS[cls](lw, node)
+            fields = PR._fields(node, cls)
+            assert len(kn) == len(kn2) and all(a is b for a, b in zip(kn, kn2)), cls
+            assert len(fields) == len(fields2) and all(a is b for a, b in zip(fields, fields2)), cls
+            stack.extend(kn)
+
+    eng = PromQLEngine(MetricStore(step_s=15.0))
+    rules = list(load_rule_pack().rules) + [SimpleNamespace(name=f"x{i}", node=eng.compile(e))
+                                           for i, e in enumerate(OTHER)]
+    seen: dict = {}
+    store = MetricStore(step_s=15.0)
+    plan = PL.PackPlan(PromQLEngine(store), rules)
+    rng = np.random.default_rng(5)
+    for k in range(24):
+        _grow(store, rng, k)
+        with np.errstate(all="ignore"):
+            plan.evaluate(np.arange(max(0, k - 3), k + 1, dtype=np.int64) * 15000)
+        check(plan, seen)
+    twin = PL.PackPlan(PromQLEngine(faulted_run(2).store), rules)
+    for end in (600, 1200, 2400):
+        with np.errstate(all="ignore"):
+            twin.evaluate((np.arange(8, dtype=np.int64) - 7) * 15000 + end * 1000)
+        check(twin, seen)
+    types = set(seen.values())
+    assert {PL._Agg, PL._Sel, PL._VecScalar, PL._VecVec, PL._Const, PL._Range, PL._Generic} <= types
