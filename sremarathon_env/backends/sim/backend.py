@@ -61,6 +61,21 @@ def _initial_sources(app: AppSpec, service: str, what: str) -> Any:
     return got
 
 
+#: app name -> the rows its twins' metric families made ready (`MetricStore`'s ``rows_hint``: a twin's families
+#: allocate as many rows at once, instead of growing by copying as an earlier run of the app did); a few apps
+_ROWS_HINT: dict[str, dict] = {}
+MAX_ROWS_HINTS = 8
+
+
+def _rows_hint(app_name: str) -> dict:
+    hint = _ROWS_HINT.get(app_name)
+    if hint is None:
+        while len(_ROWS_HINT) >= MAX_ROWS_HINTS:
+            _ROWS_HINT.pop(next(iter(_ROWS_HINT)))
+        hint = _ROWS_HINT[app_name] = {}
+    return hint
+
+
 #: the traffic outputs of the latest deferred (reference) runs, per app, seed and load (a twin that follows
 #: one keeps it as long as it does): a twin whose tick
 #: has the very same task rates and traffic inputs as a taped tick takes its outputs (`_Tape`)
@@ -212,10 +227,12 @@ _PER_REQUEST = {"error_ratio": (1, False), "p95_ms": (2, True), "own_error_ratio
 class SimBackend:
     """The twin. ``noise_load=False`` gives a constant load (no diurnal swing, no jitter).
     ``metrics=False`` exports no metrics (the store stays empty); everything else - dynamics, entry
-    evidence, health reads, logs, deploys - is the same, bit for bit."""
+    evidence, health reads, logs, deploys - is the same, bit for bit. ``horizon_s`` (optional): how far
+    the run is known to go (a marathon's horizon): the metric store allocates the tick columns for it at
+    once (`MetricStore`'s ``cols``) instead of growing along time mid-run; nothing else depends on it."""
 
     def __init__(self, app: AppSpec | str, seed: int, *, tick_s: float = 15.0, noise_load: bool = True,
-                 metrics: bool = True):
+                 metrics: bool = True, horizon_s: float | None = None):
         self.app: AppSpec = load_app(app) if isinstance(app, str) else app
         self.app_name = self.app.name
         self.seed = int(seed)
@@ -236,7 +253,9 @@ class SimBackend:
         self.cluster = Cluster(self.app, self.seed)
         self.cluster.image_ok = self._image_ok
         self.cluster.bootstrap(self._crash_plan, meta_of=self._initial_meta)
-        self.store = MetricStore(step_s=self.tick_s, capacity=int(5400 / self.tick_s) + 8)
+        cols = 0 if horizon_s is None or not metrics else int(math.floor(float(horizon_s) / self.tick_s + 1e-9)) + 1
+        self.store = MetricStore(step_s=self.tick_s, capacity=int(5400 / self.tick_s) + 8, cols=cols,
+                                 rows_hint=_rows_hint(self.app_name) if metrics else None)
         self.history = History(self.m)
         self._svc_in = _Groups(self.m.edge_callee, self.m.S)        # edge columns -> callee service
         self._lag_callee = [self.m.edges[e][1] for e in self.m.async_edges]

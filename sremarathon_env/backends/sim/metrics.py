@@ -561,7 +561,8 @@ class MetricWriter:
         if ("quota",) not in self._objects or (cand and c.layout_version != self._quota_layout):
             self._quota_layout = c.layout_version
             used = sim.quota_used()
-            self._update(("quota",), tuple(sorted(used.items())), lambda: self._split(self._quota_series(used)), dirty)
+            self._update(("quota",), tuple(sorted(used.items())), lambda: self._split(self._quota_series(used)), dirty,
+                         self._QUOTA_SHAPE, lambda: self._quota_values(used))
         for name in sorted(dirty):
             fam = self._fams[name]
             old = self._runs.get(name)
@@ -832,6 +833,16 @@ class MetricWriter:
         yield "kube_node_labels", (n.name, n.zone), 1.0
         yield "kube_node_status_allocatable", (n.name, "cpu", "core"), n.cpu_m / 1000.0
         yield "kube_node_status_allocatable", (n.name, "memory", "byte"), n.mem_mi * MI
+
+    #: the quota's series depend on nothing that changes (the namespace and the quota's resources are fixed)
+    _QUOTA_SHAPE = ("quota",)
+
+    def _quota_values(self, used: dict[str, float]) -> list[float]:
+        """The values of the quota's series, in `_quota_series` order."""
+        out = []
+        for res, hard in self.sim.cluster.quota_hard.items():
+            out += (hard, used[res])
+        return out
 
     def _quota_series(self, used: dict[str, float]):
         ns = self.ns
