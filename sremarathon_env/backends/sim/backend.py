@@ -285,6 +285,8 @@ class SimBackend:
         self.writer = MetricWriter(self) if self.metrics else SlotsOnly(self)
         self._tick = 0
         self._now = 0.0
+        self._last_at: tuple = (None, 0)   # the last time `_tick_at` resolved and its tick
+        self._per_node: tuple = (-1, {})    # `_snapshot`'s pods per node, and the placement version they are of
         self._effects_dirty = True
         self._deferred: list[dict] | None = None   # tick runs whose traffic waits (`advance_to`, `end_deferred`)
         self._tape: _Tape | None = None            # where a `begin_deferred` span keeps its outputs
@@ -919,12 +921,17 @@ class SimBackend:
             if e.bind == "direct" or (e.bind == "revision" and h in carried) or \
                     (e.bind == "flag" and self.flag_variant(e.flag) == e.variant):
                 active.append(h)
-        per_node: dict[str, int] = {}
-        for p in c.active_pods():
-            if p.node >= 0 and p.phase in ("Running", "Pending"):
-                name = c.nodes[p.node].name
-                per_node[name] = per_node.get(name, 0) + 1
-        return Epoch(c.p_svc[ready].copy(), rev, frozenset(active), per_node)
+        # pods per node: kept while the cluster's placements are as they were (`Cluster.placement_version`; the
+        # epochs share the dict, which nothing changes)
+        hit = self._per_node
+        if hit[0] != c.placement_version:
+            per_node: dict[str, int] = {}
+            for p in c.active_pods():
+                if p.node >= 0 and p.phase in ("Running", "Pending"):
+                    name = c.nodes[p.node].name
+                    per_node[name] = per_node.get(name, 0) + 1
+            hit = self._per_node = (c.placement_version, per_node)
+        return Epoch(c.p_svc[ready].copy(), rev, frozenset(active), hit[1])
 
     def _effect_on(self, h: str, e: Effect) -> bool:
         if e.bind == "direct":
@@ -1345,9 +1352,13 @@ class SimBackend:
         """The tick whose state a read ``at`` time ``at`` sees (the latest at or before it)."""
         if at is None:
             return self._tick
+        last = self._last_at
+        if at == last[0]:   # the same time as the last read (a tick's checks read it many times)
+            return last[1]
         k = int(math.floor(float(at) / self.tick_s + 1e-9))
         if not 0 <= k <= self._tick:
             raise ValueError(f"no recorded tick at t={at!r} (the twin is at t={self._tick * self.tick_s:g})")
+        self._last_at = (at, k)   # (a recorded tick stays recorded: the twin's tick only grows)
         return k
 
     def at(self, t: float) -> "TwinAt":
@@ -1360,21 +1371,22 @@ class SimBackend:
         if s is None:
             return {}
         k = self._tick_at(at)
-        row = self.history.svc[:, k, s].tolist()
-        rate, fail, lat_w, sig_w, rho = row[:5]
-        own_fail, own_lat_w = row[10], row[11]
-        lat = lat_w / rate if rate > 0 else 0.0
-        sig = sig_w / rate if rate > 0 else 0.45
-        p95 = math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig)
-        out = {"ready": float(row[7]), "desired": float(row[8]),
-               "error_ratio": fail / rate if rate > 0 else 0.0,
-               "p95_ms": lat * p95 if rate > 0 else 0.0,
-               "own_error_ratio": own_fail / rate if rate > 0 else 0.0,
-               "own_p95_ms": own_lat_w / rate * p95 if rate > 0 else 0.0,
-               "rate": rate, "cpu_util": rho if math.isfinite(rho) else 0.0,
-               "mem_util": float(row[5]), "restarts": float(row[9])}
+        # (Python floats: the row's float64 values; the p95 factor only where the rate is positive, where it is read)
+        rate, fail, lat_w, sig_w, rho, mem_util, lag, ready, desired, restarts, own_fail, own_lat_w = \
+            self.history.svc[:, k, s].tolist()
+        if rate > 0:
+            sig = sig_w / rate
+            p95 = math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig)
+            out = {"ready": ready, "desired": desired, "error_ratio": fail / rate, "p95_ms": lat_w / rate * p95,
+                   "own_error_ratio": own_fail / rate, "own_p95_ms": own_lat_w / rate * p95,
+                   "rate": rate, "cpu_util": rho if math.isfinite(rho) else 0.0, "mem_util": mem_util,
+                   "restarts": restarts}
+        else:
+            out = {"ready": ready, "desired": desired, "error_ratio": 0.0, "p95_ms": 0.0, "own_error_ratio": 0.0,
+                   "own_p95_ms": 0.0, "rate": rate, "cpu_util": rho if math.isfinite(rho) else 0.0,
+                   "mem_util": mem_util, "restarts": restarts}
         if s in self._lag_callee:
-            out["lag"] = float(row[6])
+            out["lag"] = lag
         if at is None:   # state the last tick does not show yet (interventions since)
             dep = self.cluster.deployments[service]
             live = dep.live_pods()

@@ -619,7 +619,9 @@ class MetricWriter:
                         vl = cur[name]
                         vl[0][row] = value
                         vl[1][row] = True
-                        _live_on(vl, row)
+                        lo = vl[2]   # (`_live_on`, inline)
+                        if lo is not None and not lo <= row < vl[3]:
+                            vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
                         dirty.add(name)
                 self._objects[key] = (sig, entries, keys, rows, vals, shape)
                 return True
@@ -639,15 +641,19 @@ class MetricWriter:
                 row = fam.row(lv)
             rows.append(row)
             entries[(name, row)] = value
-            prev = None if before is None else before.pop((name, row), None)
-            if prev is None or prev != value:
-                vl = cur.get(name)
-                if vl is None or row >= len(vl[0]):
-                    vl = self._grow_cur(name, row)
-                vl[0][row] = value
-                vl[1][row] = True
-                _live_on(vl, row)
-                dirty.add(name)
+            if before is not None:
+                prev = before.pop((name, row), None)
+                if prev is not None and prev == value:
+                    continue
+            vl = cur.get(name)
+            if vl is None or row >= len(vl[0]):
+                vl = self._grow_cur(name, row)
+            vl[0][row] = value
+            vl[1][row] = True
+            lo = vl[2]   # (`_live_on`, inline)
+            if lo is not None and not lo <= row < vl[3]:
+                vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
+            dirty.add(name)
         for (name, row) in before or ():   # series the object no longer has
             vl = cur[name]
             vl[0][row] = np.nan
