@@ -250,6 +250,9 @@ class SimBackend:
                 if k.config_map:
                     self.config_maps.setdefault(k.config_map, {})[k.key] = k.default
         self._cfg_cache: dict[int, list] = {}
+        #: per ReplicaSet id: known to carry no effect handles and no config faults (`faulthook._weights` skips it;
+        #: False: unknown). Set by `_weights`; cleared where a ReplicaSet may gain either (`_unbore`)
+        self._rs_boring = np.zeros(0, dtype=bool)
         self.cluster = Cluster(self.app, self.seed)
         self.cluster.image_ok = self._image_ok
         self.cluster.bootstrap(self._crash_plan, meta_of=self._initial_meta)
@@ -1099,9 +1102,15 @@ class SimBackend:
         else:
             rs.effects = list(handles)
             rs.meta = meta
+            self._unbore(rs)
         self.cluster.set_template(dep, rs, self._now)
         self._effects_dirty = True
         return rs, True
+
+    def _unbore(self, rs: ReplicaSet) -> None:
+        """``rs`` may carry effect handles now: no longer known to carry none (`_rs_boring`)."""
+        if rs.id < len(self._rs_boring):
+            self._rs_boring[rs.id] = False
 
     def _carry(self, dep: Deployment, files: dict[str, str], env: dict[str, str]) -> list[str]:
         out = []
@@ -1163,6 +1172,7 @@ class SimBackend:
         if not changed:
             if new_handles:
                 rs.effects.extend(new_handles)
+                self._unbore(rs)
                 self._effects_dirty = True
             return OpResult(True, f"deployment.apps/{service} unchanged", {"revision": rs.revision, "effect_handles": new_handles})
         if rs.files is None or rs.files == {}:
@@ -1243,6 +1253,7 @@ class SimBackend:
             else:
                 self.config_maps[target][key] = str(value)
             self._cfg_cache.clear()
+            self._rs_boring[:] = False   # (config faults are found again)
             self._effects_dirty = True
             return OpResult(True, f"configmap/{target} {key} updated", {"key": key})
         dep = self._dep(target)

@@ -311,8 +311,13 @@ def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
     by_id = c.rs_by_id
     cfg_cache = sim._cfg_cache
     deps = c.deployments
+    boring = sim._rs_boring   # ReplicaSets known to carry neither (skipped: they add nothing)
+    if len(boring) < len(per_rs):
+        grown = np.zeros(max(2 * len(boring), len(per_rs), 16), dtype=bool)
+        grown[: len(boring)] = boring
+        sim._rs_boring = boring = grown
     out = []   # (service, position in its Deployment's ReplicaSets, ReplicaSet, weight)
-    for i in np.flatnonzero(per_rs).tolist():
+    for i in np.flatnonzero((per_rs > 0) & ~boring[: len(per_rs)]).tolist():
         rs = by_id[i]
         cfg = cfg_cache.get(i)
         if cfg is None:
@@ -320,6 +325,8 @@ def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
         if rs.effects or cfg:
             dep = deps[rs.deployment]
             out.append((dep.svc, dep.rss.index(rs), rs, int(per_rs[i]) / per_svc[dep.svc]))
+        else:
+            boring[i] = True
     if 0 in per_svc:
         names = c.svc_names
         for svc, live in enumerate(per_svc):
