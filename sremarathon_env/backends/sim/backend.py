@@ -267,7 +267,7 @@ class SimBackend:
         self._restarts = np.zeros(self.m.S)
         self._mem_layout = (-1, None, None, None)
         self._inputs_key = None
-        self._zone_net: dict[tuple[bytes, bytes], np.ndarray] = {}
+        self._zone_net: dict[bytes, np.ndarray] = {}   # ready pods per (service, zone) -> network latency per edge
         self.pod_burn = self.pod_hog = self.pod_leak_rate = np.zeros(0)
         self._ready_eff = np.zeros(0, dtype=bool)
         self.pod_ooms: dict[int, int] = {}
@@ -852,12 +852,14 @@ class SimBackend:
         # (zero burn terms sum to the positive zeros np.zeros holds)
         burn = np.bincount(ready_svc, self.pod_burn[ready_slots], minlength=m.S) if self._has_burn else np.zeros(m.S)
         # zone mix of ready endpoints (a service without any falls back to its spec node's zone):
-        # network latency per edge, a function of where the ready pods run (cached by that placement)
-        zkey = (ready_svc.tobytes(), c.p_node[ready_slots].tobytes())
+        # network latency per edge, a function of how many ready pods of each service run in each zone (cached by
+        # those counts: the matrix below is made of them alone)
+        ready_zone = m.node_zone[c.p_node[ready_slots]]
+        zkey = np.bincount(ready_svc * m.Z + ready_zone, minlength=m.S * m.Z).tobytes()
         edge_net = self._zone_net.get(zkey)
         if edge_net is None:
             Zm = np.zeros((m.S, m.Z))
-            np.add.at(Zm, (ready_svc, m.node_zone[c.p_node[ready_slots]]), 1.0)
+            np.add.at(Zm, (ready_svc, ready_zone), 1.0)
             empty = np.flatnonzero(Zm.sum(axis=1) == 0)
             if len(empty):
                 Zm[empty, self._spec_zone[empty]] = 1.0
