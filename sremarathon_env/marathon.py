@@ -109,7 +109,7 @@ def _make_backend(cfg: MarathonConfig, metrics: bool = True):
         raise ValueError(f"unknown backend {cfg.backend!r}: 'sim' (the twin) or 'live' (a Kubernetes cluster)")
     from sremarathon_env.backends.sim import SimBackend
 
-    return SimBackend(cfg.app, cfg.seed, tick_s=cfg.tick_s, metrics=metrics)
+    return SimBackend(cfg.app, cfg.seed, tick_s=cfg.tick_s, metrics=metrics, horizon_s=cfg.horizon_s)
 
 
 @lru_cache(maxsize=64)

@@ -52,9 +52,15 @@ class Family:
     _filled: int = 0
     #: the store's pending-writes cell (`MetricStore.defer`): values and length complete them first
     _pending: list = field(default_factory=lambda: [None], repr=False, compare=False)
+    #: rows made ready per (name, label names) by earlier families of its kind (`MetricStore`'s ``rows_hint``):
+    #: the rows allocated at first (still uninitialised), kept up to date by `_fill`; None: no hints
+    _hints: dict | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._data = np.empty((ROWS_RESERVED, self._capacity))
+        n = ROWS_RESERVED
+        if self._hints is not None:
+            n = max(n, self._hints.get((self.name, self.label_names), 0))
+        self._data = np.empty((n, self._capacity))
         self._filled = 0
 
     def __getstate__(self) -> dict:
@@ -64,6 +70,7 @@ class Family:
             self._complete()
         state = self.__dict__.copy()
         state["_data"] = self._data[: self._filled]
+        state["_hints"] = None   # (the store's, not the copy's)
         return state
 
     def __len__(self) -> int:
@@ -110,6 +117,9 @@ class Family:
         hi = min(data.shape[0], max(idx + 1, lo + min(max(lo, 4), FILL_STEP)))
         data[lo:hi] = np.nan
         self._filled = hi
+        hints = self._hints
+        if hints is not None and hints.get((self.name, self.label_names), 0) < hi:
+            hints[(self.name, self.label_names)] = hi
 
     def rows(self, label_values: list[tuple[str, ...]]) -> np.ndarray:
         return np.fromiter((self.row(v) for v in label_values), dtype=np.intp, count=len(label_values))
@@ -140,17 +150,25 @@ class Family:
 class MetricStore:
     """Families of series on a regular time grid: tick ``k`` is at ``t0_s + k * step_s``."""
 
-    def __init__(self, step_s: float = 15.0, capacity: int = 512, t0_s: float = 0.0):
+    def __init__(self, step_s: float = 15.0, capacity: int = 512, t0_s: float = 0.0, cols: int = 0,
+                 rows_hint: dict | None = None):
+        """``cols``: the tick columns a run is known to write (e.g. a marathon's): allocated at once when more
+        than `COLS_RESERVED` (up to the capacity), so the families never grow along time mid-run (a copy of
+        every family). ``rows_hint`` (optional, shared by the stores of one kind, e.g. one app's twins): rows per
+        (family name, label names) that earlier families of that kind made ready; a new family allocates as many
+        at once (uninitialised: untouched memory until rows come into use), so that a run like an earlier one
+        does not grow its families by copying; the store keeps it up to date. Neither changes any sample."""
         self.step_s = float(step_s)
         self.t0_s = float(t0_s)
         self._capacity = int(capacity)
-        #: tick columns every family has allocated now (COLS_RESERVED, then the capacity: `_need`)
-        self._cols = min(self._capacity, COLS_RESERVED)
+        #: tick columns every family has allocated now (COLS_RESERVED or ``cols``, then the capacity: `_need`)
+        self._cols = min(self._capacity, max(COLS_RESERVED, int(cols)))
         self._families: dict[str, list[Family]] = {}
         self._order: list[Family] = []
         self._n = 0
         #: [what completes the writes a writer left pending (`defer`), or None], shared with the families
         self._pending: list = [None]
+        self._rows_hint = rows_hint
 
     @property
     def n_ticks(self) -> int:
@@ -196,7 +214,7 @@ class MetricStore:
         for fam in self._families.get(name, ()):
             if fam.label_names == label_names:
                 return fam
-        fam = Family(name, tuple(label_names), self._cols)
+        fam = Family(name, tuple(label_names), self._cols, _hints=self._rows_hint)
         fam._pending = self._pending
         self._families.setdefault(name, []).append(fam)
         self._order.append(fam)

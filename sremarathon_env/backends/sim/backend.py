@@ -61,6 +61,21 @@ def _initial_sources(app: AppSpec, service: str, what: str) -> Any:
     return got
 
 
+#: app name -> the rows its twins' metric families made ready (`MetricStore`'s ``rows_hint``: a twin's families
+#: allocate as many rows at once, instead of growing by copying as an earlier run of the app did); a few apps
+_ROWS_HINT: dict[str, dict] = {}
+MAX_ROWS_HINTS = 8
+
+
+def _rows_hint(app_name: str) -> dict:
+    hint = _ROWS_HINT.get(app_name)
+    if hint is None:
+        while len(_ROWS_HINT) >= MAX_ROWS_HINTS:
+            _ROWS_HINT.pop(next(iter(_ROWS_HINT)))
+        hint = _ROWS_HINT[app_name] = {}
+    return hint
+
+
 #: the traffic outputs of the latest deferred (reference) runs, per app, seed and load (a twin that follows
 #: one keeps it as long as it does): a twin whose tick
 #: has the very same task rates and traffic inputs as a taped tick takes its outputs (`_Tape`)
@@ -212,10 +227,12 @@ _PER_REQUEST = {"error_ratio": (1, False), "p95_ms": (2, True), "own_error_ratio
 class SimBackend:
     """The twin. ``noise_load=False`` gives a constant load (no diurnal swing, no jitter).
     ``metrics=False`` exports no metrics (the store stays empty); everything else - dynamics, entry
-    evidence, health reads, logs, deploys - is the same, bit for bit."""
+    evidence, health reads, logs, deploys - is the same, bit for bit. ``horizon_s`` (optional): how far
+    the run is known to go (a marathon's horizon): the metric store allocates the tick columns for it at
+    once (`MetricStore`'s ``cols``) instead of growing along time mid-run; nothing else depends on it."""
 
     def __init__(self, app: AppSpec | str, seed: int, *, tick_s: float = 15.0, noise_load: bool = True,
-                 metrics: bool = True):
+                 metrics: bool = True, horizon_s: float | None = None):
         self.app: AppSpec = load_app(app) if isinstance(app, str) else app
         self.app_name = self.app.name
         self.seed = int(seed)
@@ -233,10 +250,15 @@ class SimBackend:
                 if k.config_map:
                     self.config_maps.setdefault(k.config_map, {})[k.key] = k.default
         self._cfg_cache: dict[int, list] = {}
+        #: per ReplicaSet id: known to carry no effect handles and no config faults (`faulthook._weights` skips it;
+        #: False: unknown). Set by `_weights`; cleared where a ReplicaSet may gain either (`_unbore`)
+        self._rs_boring = np.zeros(0, dtype=bool)
         self.cluster = Cluster(self.app, self.seed)
         self.cluster.image_ok = self._image_ok
         self.cluster.bootstrap(self._crash_plan, meta_of=self._initial_meta)
-        self.store = MetricStore(step_s=self.tick_s, capacity=int(5400 / self.tick_s) + 8)
+        cols = 0 if horizon_s is None or not metrics else int(math.floor(float(horizon_s) / self.tick_s + 1e-9)) + 1
+        self.store = MetricStore(step_s=self.tick_s, capacity=int(5400 / self.tick_s) + 8, cols=cols,
+                                 rows_hint=_rows_hint(self.app_name) if metrics else None)
         self.history = History(self.m)
         self._svc_in = _Groups(self.m.edge_callee, self.m.S)        # edge columns -> callee service
         self._lag_callee = [self.m.edges[e][1] for e in self.m.async_edges]
@@ -245,7 +267,7 @@ class SimBackend:
         self._restarts = np.zeros(self.m.S)
         self._mem_layout = (-1, None, None, None)
         self._inputs_key = None
-        self._zone_net: dict[tuple[bytes, bytes], np.ndarray] = {}
+        self._zone_net: dict[bytes, np.ndarray] = {}   # ready pods per (service, zone) -> network latency per edge
         self.pod_burn = self.pod_hog = self.pod_leak_rate = np.zeros(0)
         self._ready_eff = np.zeros(0, dtype=bool)
         self.pod_ooms: dict[int, int] = {}
@@ -266,6 +288,8 @@ class SimBackend:
         self.writer = MetricWriter(self) if self.metrics else SlotsOnly(self)
         self._tick = 0
         self._now = 0.0
+        self._last_at: tuple = (None, 0)   # the last time `_tick_at` resolved and its tick
+        self._per_node: tuple = (-1, {})    # `_snapshot`'s pods per node, and the placement version they are of
         self._effects_dirty = True
         self._deferred: list[dict] | None = None   # tick runs whose traffic waits (`advance_to`, `end_deferred`)
         self._tape: _Tape | None = None            # where a `begin_deferred` span keeps its outputs
@@ -828,12 +852,14 @@ class SimBackend:
         # (zero burn terms sum to the positive zeros np.zeros holds)
         burn = np.bincount(ready_svc, self.pod_burn[ready_slots], minlength=m.S) if self._has_burn else np.zeros(m.S)
         # zone mix of ready endpoints (a service without any falls back to its spec node's zone):
-        # network latency per edge, a function of where the ready pods run (cached by that placement)
-        zkey = (ready_svc.tobytes(), c.p_node[ready_slots].tobytes())
+        # network latency per edge, a function of how many ready pods of each service run in each zone (cached by
+        # those counts: the matrix below is made of them alone)
+        ready_zone = m.node_zone[c.p_node[ready_slots]]
+        zkey = np.bincount(ready_svc * m.Z + ready_zone, minlength=m.S * m.Z).tobytes()
         edge_net = self._zone_net.get(zkey)
         if edge_net is None:
             Zm = np.zeros((m.S, m.Z))
-            np.add.at(Zm, (ready_svc, m.node_zone[c.p_node[ready_slots]]), 1.0)
+            np.add.at(Zm, (ready_svc, ready_zone), 1.0)
             empty = np.flatnonzero(Zm.sum(axis=1) == 0)
             if len(empty):
                 Zm[empty, self._spec_zone[empty]] = 1.0
@@ -900,12 +926,17 @@ class SimBackend:
             if e.bind == "direct" or (e.bind == "revision" and h in carried) or \
                     (e.bind == "flag" and self.flag_variant(e.flag) == e.variant):
                 active.append(h)
-        per_node: dict[str, int] = {}
-        for p in c.active_pods():
-            if p.node >= 0 and p.phase in ("Running", "Pending"):
-                name = c.nodes[p.node].name
-                per_node[name] = per_node.get(name, 0) + 1
-        return Epoch(c.p_svc[ready].copy(), rev, frozenset(active), per_node)
+        # pods per node: kept while the cluster's placements are as they were (`Cluster.placement_version`; the
+        # epochs share the dict, which nothing changes)
+        hit = self._per_node
+        if hit[0] != c.placement_version:
+            per_node: dict[str, int] = {}
+            for p in c.active_pods():
+                if p.node >= 0 and p.phase in ("Running", "Pending"):
+                    name = c.nodes[p.node].name
+                    per_node[name] = per_node.get(name, 0) + 1
+            hit = self._per_node = (c.placement_version, per_node)
+        return Epoch(c.p_svc[ready].copy(), rev, frozenset(active), hit[1])
 
     def _effect_on(self, h: str, e: Effect) -> bool:
         if e.bind == "direct":
@@ -1073,9 +1104,15 @@ class SimBackend:
         else:
             rs.effects = list(handles)
             rs.meta = meta
+            self._unbore(rs)
         self.cluster.set_template(dep, rs, self._now)
         self._effects_dirty = True
         return rs, True
+
+    def _unbore(self, rs: ReplicaSet) -> None:
+        """``rs`` may carry effect handles now: no longer known to carry none (`_rs_boring`)."""
+        if rs.id < len(self._rs_boring):
+            self._rs_boring[rs.id] = False
 
     def _carry(self, dep: Deployment, files: dict[str, str], env: dict[str, str]) -> list[str]:
         out = []
@@ -1137,6 +1174,7 @@ class SimBackend:
         if not changed:
             if new_handles:
                 rs.effects.extend(new_handles)
+                self._unbore(rs)
                 self._effects_dirty = True
             return OpResult(True, f"deployment.apps/{service} unchanged", {"revision": rs.revision, "effect_handles": new_handles})
         if rs.files is None or rs.files == {}:
@@ -1217,6 +1255,7 @@ class SimBackend:
             else:
                 self.config_maps[target][key] = str(value)
             self._cfg_cache.clear()
+            self._rs_boring[:] = False   # (config faults are found again)
             self._effects_dirty = True
             return OpResult(True, f"configmap/{target} {key} updated", {"key": key})
         dep = self._dep(target)
@@ -1326,9 +1365,13 @@ class SimBackend:
         """The tick whose state a read ``at`` time ``at`` sees (the latest at or before it)."""
         if at is None:
             return self._tick
+        last = self._last_at
+        if at == last[0]:   # the same time as the last read (a tick's checks read it many times)
+            return last[1]
         k = int(math.floor(float(at) / self.tick_s + 1e-9))
         if not 0 <= k <= self._tick:
             raise ValueError(f"no recorded tick at t={at!r} (the twin is at t={self._tick * self.tick_s:g})")
+        self._last_at = (at, k)   # (a recorded tick stays recorded: the twin's tick only grows)
         return k
 
     def at(self, t: float) -> "TwinAt":
@@ -1341,21 +1384,22 @@ class SimBackend:
         if s is None:
             return {}
         k = self._tick_at(at)
-        row = self.history.svc[:, k, s].tolist()
-        rate, fail, lat_w, sig_w, rho = row[:5]
-        own_fail, own_lat_w = row[10], row[11]
-        lat = lat_w / rate if rate > 0 else 0.0
-        sig = sig_w / rate if rate > 0 else 0.45
-        p95 = math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig)
-        out = {"ready": float(row[7]), "desired": float(row[8]),
-               "error_ratio": fail / rate if rate > 0 else 0.0,
-               "p95_ms": lat * p95 if rate > 0 else 0.0,
-               "own_error_ratio": own_fail / rate if rate > 0 else 0.0,
-               "own_p95_ms": own_lat_w / rate * p95 if rate > 0 else 0.0,
-               "rate": rate, "cpu_util": rho if math.isfinite(rho) else 0.0,
-               "mem_util": float(row[5]), "restarts": float(row[9])}
+        # (Python floats: the row's float64 values; the p95 factor only where the rate is positive, where it is read)
+        rate, fail, lat_w, sig_w, rho, mem_util, lag, ready, desired, restarts, own_fail, own_lat_w = \
+            self.history.svc[:, k, s].tolist()
+        if rate > 0:
+            sig = sig_w / rate
+            p95 = math.exp(-0.5 * sig * sig + 1.6448536269514722 * sig)
+            out = {"ready": ready, "desired": desired, "error_ratio": fail / rate, "p95_ms": lat_w / rate * p95,
+                   "own_error_ratio": own_fail / rate, "own_p95_ms": own_lat_w / rate * p95,
+                   "rate": rate, "cpu_util": rho if math.isfinite(rho) else 0.0, "mem_util": mem_util,
+                   "restarts": restarts}
+        else:
+            out = {"ready": ready, "desired": desired, "error_ratio": 0.0, "p95_ms": 0.0, "own_error_ratio": 0.0,
+                   "own_p95_ms": 0.0, "rate": rate, "cpu_util": rho if math.isfinite(rho) else 0.0,
+                   "mem_util": mem_util, "restarts": restarts}
         if s in self._lag_callee:
-            out["lag"] = float(row[6])
+            out["lag"] = lag
         if at is None:   # state the last tick does not show yet (interventions since)
             dep = self.cluster.deployments[service]
             live = dep.live_pods()

@@ -188,6 +188,9 @@ class Cluster:
         self.changed_slots: set[int] = set()   # pods whose state changed since the metric writer looked
         self.touched: set[str] = set()         # Deployments the controller passed over since then
         self.layout_version = 0            # bumps when pods are created or deleted
+        #: bumps whenever the pods counted on a node may change (`SimBackend._snapshot`'s per-node counts: non-deleted
+        #: pods bound there whose phase is Running or Pending): a pod bound, deleted, or its phase to or from Unknown
+        self.placement_version = 0
         self._active: tuple[int, list] = (-1, [])   # active_pods() of a layout version
         self._active_slots: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.intp))   # active_slots() of one
         self._quota_use: tuple[int, int, float] = (-1, 0, 0.0)   # _quota_used() of a layout version
@@ -254,6 +257,7 @@ class Cluster:
                 self.nodes[pod.node].images.add((tpl["image"], tpl["tag"]))
                 pod.phase, pod.cstate, pod.reason, pod.ready = "Running", "running", "", True
                 pod.started_t = pod.ready_t = t0
+                self.placement_version += 1
                 self._sync(pod)
         # quota: generous headroom over the initial footprint
         pods = self.active_pods()
@@ -375,6 +379,7 @@ class Cluster:
     def _bind(self, pod: Pod, node: int, t: float, quiet: bool = False) -> None:
         pod.node = node
         pod.reason = "ContainerCreating"
+        self.placement_version += 1
         self._sync(pod)
         if quiet:
             return
@@ -470,6 +475,7 @@ class Cluster:
             return
         pod.deleted = True
         pod.deletion_t = t
+        self.placement_version += 1
         pod.ready = False
         pod.gen += 1
         pod.next_t = math.inf
@@ -531,6 +537,8 @@ class Cluster:
             self.event(t, "Warning", "Failed", "Pod", pod.name, "Error: ImagePullBackOff")
             self._at(pod, t + pod.pull_backoff_s, "pull")
         elif action == "start":
+            if pod.phase != "Running":   # (from Pending: counted as before; from Unknown: counted again)
+                self.placement_version += 1
             pod.phase, pod.cstate, pod.reason = "Running", "running", ""
             pod.started_t = t
             pod.ready = False
@@ -812,6 +820,7 @@ class Cluster:
                 if p.node == node:
                     p.node_lost = True
                     p.phase = "Unknown" if p.phase == "Running" else p.phase
+                    self.placement_version += 1
                     self.event(t, "Warning", "NodeNotReady", "Pod", p.name, "Node is not ready", "node-controller")
                     self._at(p, t + POD_EVICTION_TIMEOUT_S, "evict")
                     self._sync(p)
@@ -824,6 +833,7 @@ class Cluster:
                     p.node_lost = False
                     if p.cstate == "running":
                         p.phase = "Running"
+                        self.placement_version += 1
                         self._at(p, t + 1.0, "ready")
                     else:
                         self._at(p, t + 1.0, "restart" if p.cstate == "waiting" and p.reason == "CrashLoopBackOff" else "pull")

@@ -190,6 +190,17 @@ def _mask_nodes(sim: "SimBackend", svc: int, op: str | None) -> np.ndarray:
     return mask
 
 
+def _mask_edge(sim: "SimBackend", edge: int) -> np.ndarray:
+    """Call nodes over edge ``edge`` (``m.node_edge == edge``), cached per compiled app (read-only)."""
+    cache = sim.m.__dict__.setdefault("_edge_mask_cache", {})
+    mask = cache.get(edge)
+    if mask is None:
+        mask = sim.m.node_edge == edge
+        mask.flags.writeable = False
+        cache[edge] = mask
+    return mask
+
+
 def resolve(sim: "SimBackend", t: float) -> Resolution:
     m = sim.m
     c = sim.cluster
@@ -231,7 +242,7 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
             ei = m.edge_index.get((e.caller, e.callee))
             if ei is None:
                 continue
-            mask = m.node_edge == ei
+            mask = _mask_edge(sim, ei)
             if k == "edge_error":
                 r.e_unreach[mask] = 1.0 - (1.0 - r.e_unreach[mask]) * (1.0 - e.rate * w)
                 r.edge_reason[ei] = REASON_NETWORK
@@ -283,7 +294,7 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
             ei = m.edge_index.get((m.svc_names[svc], f.callee))
             if ei is None:
                 continue
-            mask = m.node_edge == ei
+            mask = _mask_edge(sim, ei)
             if f.kind == "edge_unreach":
                 r.e_unreach[mask] = 1.0 - (1.0 - r.e_unreach[mask]) * (1.0 - w)
             else:
@@ -292,7 +303,7 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
             if f.log:
                 r.signatures.setdefault(svc, []).append(f"\x00addr:{f.callee}:{f.log}")
         elif f.kind == "latency":
-            r.lat_add[m.node_svc == svc] += f.ms * w
+            r.lat_add[_mask_nodes(sim, svc, None)] += f.ms * w
     return r
 
 
@@ -311,8 +322,13 @@ def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
     by_id = c.rs_by_id
     cfg_cache = sim._cfg_cache
     deps = c.deployments
+    boring = sim._rs_boring   # ReplicaSets known to carry neither (skipped: they add nothing)
+    if len(boring) < len(per_rs):
+        grown = np.zeros(max(2 * len(boring), len(per_rs), 16), dtype=bool)
+        grown[: len(boring)] = boring
+        sim._rs_boring = boring = grown
     out = []   # (service, position in its Deployment's ReplicaSets, ReplicaSet, weight)
-    for i in np.flatnonzero(per_rs).tolist():
+    for i in np.flatnonzero((per_rs > 0) & ~boring[: len(per_rs)]).tolist():
         rs = by_id[i]
         cfg = cfg_cache.get(i)
         if cfg is None:
@@ -320,6 +336,8 @@ def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
         if rs.effects or cfg:
             dep = deps[rs.deployment]
             out.append((dep.svc, dep.rss.index(rs), rs, int(per_rs[i]) / per_svc[dep.svc]))
+        else:
+            boring[i] = True
     if 0 in per_svc:
         names = c.svc_names
         for svc, live in enumerate(per_svc):

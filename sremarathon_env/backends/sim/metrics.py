@@ -561,7 +561,8 @@ class MetricWriter:
         if ("quota",) not in self._objects or (cand and c.layout_version != self._quota_layout):
             self._quota_layout = c.layout_version
             used = sim.quota_used()
-            self._update(("quota",), tuple(sorted(used.items())), lambda: self._split(self._quota_series(used)), dirty)
+            self._update(("quota",), tuple(sorted(used.items())), lambda: self._split(self._quota_series(used)), dirty,
+                         self._QUOTA_SHAPE, lambda: self._quota_values(used))
         for name in sorted(dirty):
             fam = self._fams[name]
             old = self._runs.get(name)
@@ -618,7 +619,9 @@ class MetricWriter:
                         vl = cur[name]
                         vl[0][row] = value
                         vl[1][row] = True
-                        _live_on(vl, row)
+                        lo = vl[2]   # (`_live_on`, inline)
+                        if lo is not None and not lo <= row < vl[3]:
+                            vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
                         dirty.add(name)
                 self._objects[key] = (sig, entries, keys, rows, vals, shape)
                 return True
@@ -638,15 +641,19 @@ class MetricWriter:
                 row = fam.row(lv)
             rows.append(row)
             entries[(name, row)] = value
-            prev = None if before is None else before.pop((name, row), None)
-            if prev is None or prev != value:
-                vl = cur.get(name)
-                if vl is None or row >= len(vl[0]):
-                    vl = self._grow_cur(name, row)
-                vl[0][row] = value
-                vl[1][row] = True
-                _live_on(vl, row)
-                dirty.add(name)
+            if before is not None:
+                prev = before.pop((name, row), None)
+                if prev is not None and prev == value:
+                    continue
+            vl = cur.get(name)
+            if vl is None or row >= len(vl[0]):
+                vl = self._grow_cur(name, row)
+            vl[0][row] = value
+            vl[1][row] = True
+            lo = vl[2]   # (`_live_on`, inline)
+            if lo is not None and not lo <= row < vl[3]:
+                vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
+            dirty.add(name)
         for (name, row) in before or ():   # series the object no longer has
             vl = cur[name]
             vl[0][row] = np.nan
@@ -832,6 +839,16 @@ class MetricWriter:
         yield "kube_node_labels", (n.name, n.zone), 1.0
         yield "kube_node_status_allocatable", (n.name, "cpu", "core"), n.cpu_m / 1000.0
         yield "kube_node_status_allocatable", (n.name, "memory", "byte"), n.mem_mi * MI
+
+    #: the quota's series depend on nothing that changes (the namespace and the quota's resources are fixed)
+    _QUOTA_SHAPE = ("quota",)
+
+    def _quota_values(self, used: dict[str, float]) -> list[float]:
+        """The values of the quota's series, in `_quota_series` order."""
+        out = []
+        for res, hard in self.sim.cluster.quota_hard.items():
+            out += (hard, used[res])
+        return out
 
     def _quota_series(self, used: dict[str, float]):
         ns = self.ns

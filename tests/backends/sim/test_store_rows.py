@@ -152,3 +152,93 @@ def test_reserved_rows_read_as_their_definition(monkeypatch):
     store.write(fam, np.array([70]), 5, np.array([6.0]))
     plain.data[70, 5] = 6.0
     _same(fam, plain, 8)
+
+
+def test_a_twin_with_a_horizon_allocates_its_columns_at_once_and_writes_the_same_samples():
+    """``SimBackend(horizon_s=...)`` (the run loop passes a marathon's horizon): the store allocates the run's
+    tick columns at the start (no growth along time mid-run) and every family reads as without it, through a
+    run with faults past `COLS_RESERVED` ticks."""
+    from faults.catalogue import load_catalogue
+    from faults.realise import inject, revert
+    from sremarathon_env.backends.sim import SimBackend
+
+    horizon = 2400.0
+    ticks = int(horizon / 15.0) + 1
+    assert ticks > store_mod.COLS_RESERVED
+    plain = SimBackend("online-boutique", seed=5)
+    sized = SimBackend("online-boutique", seed=5, horizon_s=horizon)
+    assert sized.store._cols == ticks and plain.store._cols == store_mod.COLS_RESERVED
+    faults = [f for f in load_catalogue("online-boutique") if f.realisation.kind in ("effects", "scale", "deploy")][:4]
+    for sim in (plain, sized):
+        handles = []
+        for i, f in enumerate(faults):
+            sim.advance_to(300.0 * (i + 1))
+            handles.append(inject(f, sim))
+        for h in handles:
+            sim.advance_to(sim.now + 240.0)
+            revert(h, sim)
+        sim.advance_to(horizon)
+    assert {f._data.shape[1] for f in sized.store._order} == {ticks}
+    assert plain.store.names() == sized.store.names()
+    n = plain.store.n_ticks
+    assert n == sized.store.n_ticks == ticks
+    for a, b in zip(plain.store._order, sized.store._order):
+        assert a.name == b.name and a._label_values == b._label_values
+        assert np.array_equal(a.values(n), b.values(n), equal_nan=True)
+    # no horizon for a twin without metrics (its store stays empty)
+    assert SimBackend("online-boutique", seed=5, metrics=False, horizon_s=horizon).store._cols == store_mod.COLS_RESERVED
+
+
+def test_rows_hint_sizes_later_families_and_changes_no_sample(monkeypatch):
+    """A store with ``rows_hint`` records the rows its families made ready; a later store sharing the hint
+    allocates that many rows per family at once (no growth by copying for a run like the earlier one), and
+    reads the same samples as a store without hints, through junk-filled allocations, copies and pickles."""
+    monkeypatch.setattr(store_mod, "np", _JunkEmpty())
+    rng = np.random.default_rng(3)
+    hint: dict = {}
+    script = [(int(rng.integers(2)), int(rng.integers(40)), int(rng.integers(6)), float(rng.normal()))
+              for _ in range(300)]
+
+    def play(store):
+        fams = [store.family("a", ("x",)), store.family("a", ("x", "y"))]
+        for i, name, tick, value in script:
+            fam = fams[i]
+            row = fam.row((str(name),) if i == 0 else (str(name), "y"))
+            store.set_n_ticks(max(store._n, tick + 1))
+            store.write(fam, np.array([row]), tick, np.array([value]))
+        return fams
+
+    plain = play(MetricStore(step_s=15.0, capacity=8))
+    first = play(MetricStore(step_s=15.0, capacity=8, rows_hint=hint))
+    assert hint == {("a", ("x",)): first[0]._filled, ("a", ("x", "y")): first[1]._filled}
+    assert all(h >= len(f) > store_mod.ROWS_RESERVED for h, f in zip(hint.values(), first))
+    later = MetricStore(step_s=15.0, capacity=8, rows_hint=hint)
+    fams = [later.family("a", ("x",)), later.family("a", ("x", "y"))]
+    assert [f._data.shape[0] for f in fams] == list(hint.values())   # allocated at once
+    arrays = [f._data for f in fams]
+    second = play(later)
+    assert all(f._data is a for f, a in zip(second, arrays))   # never grown
+    for fams_ in (first, second, [copy.deepcopy(f) for f in second], [pickle.loads(pickle.dumps(f)) for f in second]):
+        for p, f in zip(plain, fams_):
+            assert f._label_values == p._label_values
+            assert np.array_equal(f.values(6), p.values(6), equal_nan=True)
+    assert pickle.loads(pickle.dumps(second[0]))._hints is None
+
+
+def test_twins_of_an_app_share_row_hints():
+    from sremarathon_env.backends.sim import SimBackend
+    from sremarathon_env.backends.sim import backend as backend_mod
+
+    backend_mod._ROWS_HINT.pop("online-boutique", None)
+    a = SimBackend("online-boutique", seed=2)
+    a.advance_to(900.0)
+    hint = backend_mod._ROWS_HINT["online-boutique"]
+    assert hint and all(hint[(f.name, f.label_names)] >= len(f) for f in a.store._order if len(f))
+    b = SimBackend("online-boutique", seed=2)
+    assert all(f._data.shape[0] >= hint.get((f.name, f.label_names), 0) for f in b.store._order)
+    b.advance_to(900.0)
+    assert SimBackend("online-boutique", seed=2, metrics=False).store._rows_hint is None
+    n = a.store.n_ticks
+    for fa, fb in zip(a.store._order, b.store._order):
+        assert fa._label_values == fb._label_values
+        assert np.array_equal(fa.values(n), fb.values(n), equal_nan=True)

@@ -127,3 +127,59 @@ def test_bootstrap_revision_hashes_are_their_templates_hashes():
         c = cluster_mod.Cluster(other, 1)
         c.bootstrap(lambda pod, t: None)
         assert c.rs_by_id[0].hash == template_hash(c.rs_by_id[0].template) != cluster_mod._base_hashes(app)[0]
+
+
+def test_zone_latency_and_effect_masks_equal_their_definitions(monkeypatch):
+    """The per-edge network latency is kept by the ready pods' counts per (service, zone) (`_zone_net`), and the
+    resolution's call-node masks per edge and per service are kept per compiled app: reference runs of every app
+    give the same evidence, inputs and resolutions as with both made afresh at every input rebuild, and each kept
+    latency equals the one made from the current ready pods."""
+    from sremarathon_env import marathon as M
+    from sremarathon_env.backends.sim import backend as backend_mod, faulthook
+
+    seen = {"builds": 0, "kept": 0}
+    build = backend_mod.SimBackend._build_inputs
+
+    def record(self, T, n, cap):
+        before = len(self._zone_net)
+        build(self, T, n, cap)
+        seen["builds"] += 1
+        seen["kept"] += len(self._zone_net) == before
+        # the definition: the zone mix of the ready pods now
+        c, m = self.cluster, self.m
+        ready = np.flatnonzero(self.pod_ready_eff[:n])
+        Zm = np.zeros((m.S, m.Z))
+        np.add.at(Zm, (c.p_svc[ready], m.node_zone[c.p_node[ready]]), 1.0)
+        empty = np.flatnonzero(Zm.sum(axis=1) == 0)
+        Zm[empty, self._spec_zone[empty]] = 1.0
+        Zm /= Zm.sum(axis=1, keepdims=True)
+        same = np.einsum("ez,ez->e", Zm[np.maximum(m.edge_caller, 0)], Zm[m.edge_callee])
+        topo = self.app.topology
+        want = topo.intra_zone_latency_ms + (1.0 - same) * (topo.inter_zone_latency_ms - topo.intra_zone_latency_ms)
+        want[0] = 0.0
+        assert self.inputs.net_ms.tobytes() == (want[m.node_edge] + self.res.net_add).tobytes()
+
+    def runs():
+        out = []
+        for app in ("online-boutique", "train-ticket", "astronomy-shop"):
+            backend_mod._TAPES.clear()
+            out.append(M.reference_evidence.__wrapped__(M.MarathonConfig(app=app, seed=3, injection_s=1800,
+                                                                         observation_s=300)))
+        return out
+
+    monkeypatch.setattr(backend_mod.SimBackend, "_build_inputs", record)
+    kept = runs()
+    assert seen["builds"] > 150 and seen["kept"] > seen["builds"] // 2
+
+    def afresh(self, T, n, cap):   # the definitions: nothing kept
+        self._zone_net.clear()
+        self.m.__dict__.pop("_mask_cache", None)
+        self.m.__dict__.pop("_edge_mask_cache", None)
+        build(self, T, n, cap)
+
+    monkeypatch.setattr(backend_mod.SimBackend, "_build_inputs", afresh)
+    assert runs() == kept
+    m = SimBackend("train-ticket", seed=1).m
+    for e in range(m.E):
+        mask = faulthook._mask_edge(type("S", (), {"m": m})(), e)
+        assert not mask.flags.writeable and mask.tolist() == (m.node_edge == e).tolist()

@@ -127,3 +127,36 @@ def test_flag_bound_effects_and_gated_paths(checked):
     sim.set_config(sim.app.flags_config_map, "paymentFailure", "100%")
     sim.advance_to(600)
     assert checked["calls"] > 5 and checked["revision"] > 0
+
+
+def test_revisions_known_to_carry_nothing_are_found_again_when_they_gain_effects(checked):
+    """`_weights` skips the revisions it found to carry neither effect handles nor config faults (`_rs_boring`);
+    a revision that gains handles later - a deploy with effects onto the unchanged current template, a deploy that
+    takes an earlier revision's template again with effects - is visited again: the definition's weights at every
+    refresh, and the effects do act."""
+    sim = SimBackend("online-boutique", seed=6)
+    sim.advance_to(60)
+    plain_files = {"x.txt": "plain\n"}
+    sim.deploy("cartservice", message="plain", author="a", files=plain_files)          # revision B, nothing
+    sim.advance_to(300)
+    b = sim.cluster.deployments["cartservice"].current
+    assert sim._rs_boring[b.id]                                                        # skipped from now on
+    marker = Marker(source_contains=("x.txt", "plain"))
+    sim.deploy("cartservice", message="same", author="a", files=plain_files,           # unchanged template: B gains
+               effects=[Effect(kind="latency", service="cartservice", ms=400, bind="revision", marker=marker)])
+    assert sim.cluster.deployments["cartservice"].current is b and b.effects and not sim._rs_boring[b.id]
+    sim.advance_to(420)
+    assert sim.res.lat_add.max() >= 400 * 0.99
+    # an env change (revision C), another, then C's template again with effects: C is taken again, with them
+    sim.deploy("adservice", message="env", author="a", env={"EXTRA_FLAG": "1"})
+    sim.advance_to(700)
+    c = sim.cluster.deployments["adservice"].current
+    assert sim._rs_boring[c.id]
+    sim.deploy("adservice", message="env", author="a", env={"EXTRA_FLAG": "2"})
+    sim.advance_to(900)
+    sim.deploy("adservice", message="back", author="a", env={"EXTRA_FLAG": "1"},
+               effects=[Effect(kind="error_rate", service="adservice", rate=0.5, bind="revision", marker=marker)])
+    assert sim.cluster.deployments["adservice"].current is c and c.effects and not sim._rs_boring[c.id]
+    sim.advance_to(1200)
+    assert any(rs is c for _, rs, _ in faulthook._weights(sim))
+    assert checked["calls"] >= 8 and checked["revision"] > 2

@@ -127,7 +127,7 @@ def _store_bytes(sim: SimBackend) -> list:
 
 @pytest.fixture
 def checked(monkeypatch):
-    calls = {"req": 0, "pod": 0, "dep": 0, "values": 0, "runs": 0, "ranges": 0}
+    calls = {"req": 0, "pod": 0, "dep": 0, "values": 0, "runs": 0, "ranges": 0, "quota": 0}
     rebuild, update, refresh = MetricWriter._rebuild_req, MetricWriter._update, MetricWriter.refresh_state
 
     def rebuild_checked(self):
@@ -155,6 +155,10 @@ def checked(monkeypatch):
                 assert old[2] == [w[:2] for w in want] and values() == [w[2] for w in want]
                 calls["values"] += 1
             calls[key[0]] += 1
+        if key[0] == "quota" and (old is None or old[0] != sig):   # the values alone, in the series' order
+            keys, vals = series()
+            assert shape == MetricWriter._QUOTA_SHAPE and values() == vals
+            calls["quota"] += 1
         return update(self, key, sig, series, dirty, shape, values)
 
     def refresh_checked(self, tick):
@@ -189,7 +193,7 @@ def test_writer_fast_paths_equal_their_definitions(checked, app):
 
 def test_writer_fast_paths_through_churn_and_drains(checked):
     _drive(SimBackend("online-boutique", seed=3))
-    assert checked["pod"] > 50 and checked["values"] > 20 and checked["runs"] > 100
+    assert checked["pod"] > 50 and checked["values"] > 20 and checked["runs"] > 100 and checked["quota"] >= 3
 
 
 def test_a_run_writes_what_the_definitions_write(monkeypatch):
