@@ -784,6 +784,7 @@ class PackPlan:
         self._sel_now: dict[str, tuple] | None = None  # _selection's results in the running build (None: no build)
         self.excluded = 0  # rows left out at the last build
         self._prog: tuple | None = None  # (roots, kernel group, program.Program or None) of the build lowered last
+        self._arena = None   # program.Arena: the programs' value and presence buffers, taken again at every call
         self.lower_cpu_s = 0.0  # CPU seconds spent lowering builds into programs (a diagnostic, like build_cpu_s)
         self.program_calls = 0  # calls the program evaluated (a diagnostic; the others ran the numpy nodes)
 
@@ -1482,9 +1483,16 @@ class PackPlan:
             return None
         if prog is None:
             return None
-        vals = prog.run(E, nb)
+        arena = self._arena
+        if arena is None:
+            from .program import Arena
+            arena = self._arena = Arena()
+        vals = prog.run(E, nb, arena)
         if vals is not None:
             self.program_calls += 1
+        else:
+            # (stopped: the numpy nodes may return views of the arena that stamped children hold)
+            arena.drop()
         return vals
 
     def _lower_now(self) -> tuple:

@@ -158,19 +158,66 @@ _EMPTY_ENTRY = (0, 0, 0, -1, True)
 _EMPTY_L = (_EMPTY_ENTRY, b"")
 
 
+class Arena:
+    """Value and presence buffers that `Program.run` takes again at every call of a plan (held by the plan).
+
+    A fresh arena per call is fresh memory: above glibc's mmap threshold (the CLI's and the bench's
+    ``tune_malloc``: 256 KiB) every call maps it afresh and faults in each page it writes (a Train Ticket env call
+    ~210 pages, ~0.3 ms). The program writes every arena cell it reads before it reads it (``np.empty`` gives no
+    other guarantee), so the previous call's contents are never read; the rules' results are copied out of it
+    (`Program.run`), and the numpy steps' stamped children (arena views) are read only in the call that stamped
+    them (``_stamp is E``). A call the program stopped may have handed arena views to the numpy nodes' results: the
+    plan then drops the buffers (`drop`). Bounded: twice the largest arena asked for.
+
+    >>> a = Arena()
+    >>> V, P = a.take(3, 2, 4)
+    >>> V.shape, P.shape, V.flags.c_contiguous
+    ((3, 4), (2, 4), True)
+    >>> W, _ = a.take(2, 2, 5)
+    >>> W.base is V.base                       # the same buffer again
+    True
+    """
+
+    __slots__ = ("v", "p")
+
+    def __init__(self):
+        self.v = self.p = None
+
+    def take(self, nv: int, np_: int, T: int):
+        """(values (nv, T) float64, presence (np_, T) bool), C-contiguous views of the buffers (uninitialised)."""
+        v, p = self.v, self.p
+        if v is None or v.size < nv * T:
+            v = self.v = np.empty(max(nv * T, 2 * v.size if v is not None else 0))
+        if p is None or p.size < np_ * T:
+            p = self.p = np.empty(max(np_ * T, 2 * p.size if p is not None else 0), dtype=bool)
+        return v[:nv * T].reshape(nv, T), p[:np_ * T].reshape(np_, T)
+
+    def drop(self) -> None:
+        self.v = self.p = None
+
+
 class Program:
     """One lowering of a plan: instruction rows, pools, arena sizes, the numpy steps between segments, and where
     each rule's root lies in the arena."""
 
     __slots__ = ("roots", "kernel", "ins", "ipool", "fpool", "nv", "np_", "schedule", "outs", "inst_keys",
-                 "fams", "has_kernel", "n_ins")
+                 "fams", "has_kernel", "n_ins", "_gather")
 
-    def run(self, E, nb):
+    def __init__(self):
+        self._gather = None
+
+    def run(self, E, nb, arena: Arena | None = None):
         """Every rule's (values, presence) (None for a rule without a lowered root) at the call ``E``, or None
-        where the program stopped (the caller evaluates the call by the numpy nodes)."""
+        where the program stopped (the caller evaluates the call by the numpy nodes). Without ``arena`` the
+        results are views of a fresh arena; with one, the arena is ``arena``'s buffers and the results are copies
+        of the roots' rows (one gather for all rules, `_root_rows`), so that the next call can take the buffers
+        again."""
         T = E.T
-        V = np.empty((self.nv, T))
-        P = np.empty((self.np_, T), dtype=bool)
+        if arena is None:
+            V = np.empty((self.nv, T))
+            P = np.empty((self.np_, T), dtype=bool)
+        else:
+            V, P = arena.take(self.nv, self.np_, T)
         arr = self.fams.arrays()
         if arr is None:
             return None
@@ -211,7 +258,29 @@ class Program:
             else:
                 V[vo:vo + n] = out[0]
                 P[po:po + n] = out[1]
-        return [None if o is None else (V[o[0]:o[0] + o[2]], P[o[1]:o[1] + o[2]]) for o in self.outs]
+        if arena is None:
+            return [None if o is None else (V[o[0]:o[0] + o[2]], P[o[1]:o[1] + o[2]]) for o in self.outs]
+        vi, pi, spans = self._root_rows()
+        RV = V.take(vi, axis=0)
+        RP = P.take(pi, axis=0)
+        return [None if sp is None else (RV[sp[0]:sp[1]], RP[sp[0]:sp[1]]) for sp in spans]
+
+    def _root_rows(self) -> tuple:
+        """(arena value rows, arena presence rows, per rule (start, end) in them or None) of the rules' roots, in
+        rule order (made once per program)."""
+        g = self._gather
+        if g is None:
+            vi, pi, spans = [], [], []
+            for o in self.outs:
+                if o is None:
+                    spans.append(None)
+                    continue
+                a = len(vi)
+                vi.extend(range(o[0], o[0] + o[2]))
+                pi.extend(range(o[1], o[1] + o[2]))
+                spans.append((a, len(vi)))
+            g = self._gather = (np.asarray(vi, dtype=np.intp), np.asarray(pi, dtype=np.intp), spans)
+        return g
 
 
 #: a lowerer starts again (every node lowered afresh, arena and pools compacted) once its arena or integer pool

@@ -190,6 +190,48 @@ def test_program_equals_numpy_nodes_on_random_stores(zero_ties, compact, monkeyp
     assert (0 if zero_ties else calls // 3) < ran < calls
 
 
+def test_arena_taken_again_gives_the_fresh_arena_results(monkeypatch):
+    """The plan's arena (``program.Arena``) is taken again at every call: filled with garbage before each call
+    (random bits, NaN, True presence) the results are still the numpy nodes' bits (every arena cell read is written
+    in the call first), and the results of earlier calls, kept by the caller, do not change at later calls (they are
+    copies of the roots' rows, not views of the arena). A stopped call drops the buffers."""
+    rng = np.random.default_rng(11)
+    store, fams, _, _, plan = _random_plan(rng, EXPRS, 40)
+    kept = []
+    n_a = 5
+    for tick in range(40):
+        if tick % 9 == 4:
+            n_a += 1
+        _write(rng, store, fams, tick, n_a, False)
+        if tick < 2:
+            continue
+        ar = plan._arena
+        if ar is not None and ar.v is not None:
+            ar.v[:] = rng.normal(0, 1e6, ar.v.size)
+            ar.v[rng.random(ar.v.size) < 0.3] = np.nan
+            ar.v.view(np.int64)[rng.random(ar.v.size) < 0.1] = -1   # (a NaN payload)
+            ar.p[:] = rng.random(ar.p.size) < 0.5
+        T = int(rng.integers(1, 9))
+        times = np.arange(tick - T + 1, tick + 1, dtype=np.int64) * 15000
+        before = plan.program_calls
+        got = plan.evaluate(times)
+        if plan.program_calls == before:
+            assert plan._arena.v is None   # (stopped: dropped)
+        kept.append([(x, None if not isinstance(x, Vec) else (x.v.copy(), x.p.copy())) for x in got])
+        PL.PROGRAM = False
+        try:
+            want = plan.evaluate(times)
+        finally:
+            PL.PROGRAM = True
+        for name, x, y in zip(EXPRS, got, want):
+            _same(x, y, (tick, name))
+    assert plan.program_calls > 10 and plan.builds >= 3
+    for res in kept:
+        for x, c in res:
+            if c is not None:
+                assert np.array_equal(_bits(x.v), _bits(c[0])) and np.array_equal(x.p, c[1])
+
+
 def test_program_stops_at_max_min_of_signed_zeros():
     """0.0 against -0.0 in a max / min (numpy's loops keep either): the call is the numpy path's; without such a
     pair, the program's."""
