@@ -117,7 +117,8 @@ def _load():
         data = np.zeros((1, 2))
         ns.extend(np.array([data.ctypes.data], np.intp), np.array([[1, 2]], np.intp), np.array([0, 1], np.intp),
                   np.zeros(1, np.intp), np.zeros(1, np.intp), 0, 1, False, cells, ints, 2)
-        ns.window(cells, ints, 2, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64, 0, 15000, 1, 2, False, False)
+        ns.window(cells, ints, 2, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64, 0, 15000, 1, 2, False, False,
+                  np.empty((1, 1)), np.empty((1, 1), np.bool_))
         # the plan program (program.py): one constant into a one-row arena
         ins = np.zeros((1, PROGRAM_FIELDS), np.int64)
         ns.program(ins, np.zeros(0, np.int64), np.ones(1), 0, 1, np.zeros((1, 2)), np.zeros((0, 2), np.bool_),
@@ -163,10 +164,10 @@ def _define(numba):
 
     @njit(cache=True, error_model="numpy")
     def window(cells, ints, f0, slots, range_ms, offset_ms, codes, rs, times, t0_ms, st, N, cap, has_counter,
-               has_rate):
+               has_rate, out_v, out_p):
         # the tape's cell records, (columns + 1, slots, fields): the value (cells[..., 0]) and the integer summaries
         # (ints[..., f0 + k], k in tape.FIELDS' order); see tape.window_kernel for the formulas, which this follows
-        # operation by operation
+        # operation by operation. Every cell of out_v and out_p ((rows, times), the caller's) is written.
         V = cells[:, :, 0]
         CS = ints[:, :, f0]
         PV = ints[:, :, f0 + 1]
@@ -176,8 +177,6 @@ def _define(numba):
         LR = ints[:, :, f0 + 5]
         R = slots.shape[0]
         T = times.shape[0]
-        out_v = np.empty((R, T))
-        out_p = np.empty((R, T), dtype=np.bool_)
         # times outer, rows inner: a plan lists a range call's rows together, mostly consecutive slots, whose
         # cells at one column lie side by side in the (columns, slots) arrays
         # (integer divisions are slow: the window bounds are computed again only where the window changes)
@@ -295,7 +294,7 @@ def _define(numba):
                     else:
                         out_v[r, t] = 1.0
                     out_p[r, t] = has
-        return out_v, out_p
+        return 0
 
     @njit(cache=True, error_model="numpy")
     def extend(addrs, shapes, starts, rows, slots, c0, c1, check, cells, ints, f0):

@@ -292,13 +292,15 @@ class _KernelGroup:
         self._stamp = None
         self._out = None
 
-    def value(self, E: _Env):
+    def value(self, E: _Env, out: tuple | None = None):
+        """(values, presence) of every kernel row at the call ``E``, once per call; ``out``: buffers to write them
+        into (``window_kernel``'s; the program's arena, `program.Arena.kernel_out`)."""
         if self._stamp is E:
             return self._out
         tape, g = self.tape, self.grid
         # columns after the last evaluation time are never read: the tape stops there
         tape.sync(int((int(E.times.max()) - g.t0_ms) // g.step_ms) + 1)
-        self._out = window_kernel(tape, self.spec, E.times, g.t0_ms, g.step_ms)
+        self._out = window_kernel(tape, self.spec, E.times, g.t0_ms, g.step_ms, out)
         self._stamp = E
         return self._out
 

@@ -161,6 +161,9 @@ _EMPTY_L = (_EMPTY_ENTRY, b"")
 class Arena:
     """Value and presence buffers that `Program.run` takes again at every call of a plan (held by the plan).
 
+    The kernel group's window output (`kernel_out`) is taken again likewise: the program copies its rows into the
+    arena (the kernel group keeps it for the call that stamped it only).
+
     A fresh arena per call is fresh memory: above glibc's mmap threshold (the CLI's and the bench's
     ``tune_malloc``: 256 KiB) every call maps it afresh and faults in each page it writes (a Train Ticket env call
     ~210 pages, ~0.3 ms). The program writes every arena cell it reads before it reads it (``np.empty`` gives no
@@ -178,10 +181,10 @@ class Arena:
     True
     """
 
-    __slots__ = ("v", "p")
+    __slots__ = ("v", "p", "kv", "kp")
 
     def __init__(self):
-        self.v = self.p = None
+        self.v = self.p = self.kv = self.kp = None
 
     def take(self, nv: int, np_: int, T: int):
         """(values (nv, T) float64, presence (np_, T) bool), C-contiguous views of the buffers (uninitialised)."""
@@ -192,8 +195,18 @@ class Arena:
             p = self.p = np.empty(max(np_ * T, 2 * p.size if p is not None else 0), dtype=bool)
         return v[:nv * T].reshape(nv, T), p[:np_ * T].reshape(np_, T)
 
+    def kernel_out(self, R: int, T: int):
+        """(values, presence) (R, T) buffers for the kernel group's window kernel (``tape.window_kernel``'s
+        ``out``), uninitialised: the kernel writes every cell."""
+        v, p = self.kv, self.kp
+        if v is None or v.size < R * T:
+            v = self.kv = np.empty(max(R * T, 2 * v.size if v is not None else 0))
+        if p is None or p.size < R * T:
+            p = self.kp = np.empty(max(R * T, 2 * p.size if p is not None else 0), dtype=bool)
+        return v[:R * T].reshape(R, T), p[:R * T].reshape(R, T)
+
     def drop(self) -> None:
-        self.v = self.p = None
+        self.v = self.p = self.kv = self.kp = None
 
 
 class Program:
@@ -235,7 +248,8 @@ class Program:
             jc = np.zeros((0, T), dtype=np.int64)
             ok = np.zeros((0, T), dtype=bool)
         if self.has_kernel:
-            kv, kp = self.kernel.value(E)
+            kg = self.kernel
+            kv, kp = kg.value(E, None if arena is None else arena.kernel_out(kg.n, T))
             kv, kp = np.ascontiguousarray(kv, dtype=np.float64), np.ascontiguousarray(kp, dtype=bool)
         else:
             kv, kp = np.zeros((0, T)), np.zeros((0, T), dtype=bool)

@@ -556,22 +556,37 @@ class KernelSpec:
                 self.runs = (np.diff(np.append(starts, R)), run_r, run_o, run_r + run_o)
 
 
-def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None):
-    """(values, present), each (rows, times), for the spec's rows at evaluation times (ms)."""
+def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None,
+                  out: tuple | None = None):
+    """(values, present), each (rows, times), for the spec's rows at evaluation times (ms). ``out``: (values,
+    present) arrays of that shape (float64, bool; C-contiguous) to write them into (the caller's buffers, taken again
+    at every call: see ``program.Arena``) and return; by default fresh ones."""
     st = step_ms if step_ms is not None else int(round(tape.store.step_s * 1000))
     N = min(tape.N, tape.store.n_ticks)
     R, T = len(spec.slots), len(times)
+    if out is not None:
+        assert out[0].shape == (R, T) and out[1].shape == (R, T), "window_kernel: out of another shape"
     if N == 0 or R == 0:
-        return np.zeros((R, T)), np.zeros((R, T), bool)
+        if out is None:
+            return np.zeros((R, T)), np.zeros((R, T), bool)
+        out[0].fill(0.0)
+        out[1].fill(False)
+        return out
     cap = tape.cap_t
     nb = kernels()
     if nb is not None:   # the same values, one fused pass per (row, time) (compiled.py)
-        return nb.window(tape._cells, tape._ints, tape._f0, spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
-                         np.asarray(times, dtype=np.int64), int(t0_ms), int(st), int(N), int(cap),
-                         spec.has_counter, spec.has_rate)
+        ov, op = out if out is not None else (np.empty((R, T)), np.empty((R, T), dtype=bool))
+        nb.window(tape._cells, tape._ints, tape._f0, spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
+                  np.asarray(times, dtype=np.int64), int(t0_ms), int(st), int(N), int(cap),
+                  spec.has_counter, spec.has_rate, ov, op)
+        return ov, op
     t_np = time.process_time()
-    out = _window_numpy(tape, spec, times, t0_ms, st, N, R, T, cap)
+    v, p = _window_numpy(tape, spec, times, t0_ms, st, N, R, T, cap)
     note_numpy(time.process_time() - t_np)   # (counts towards loading the compiled kernels, see compiled.py)
+    if out is None:
+        return v, p
+    out[0][...] = v
+    out[1][...] = p
     return out
 
 

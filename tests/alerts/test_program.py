@@ -211,6 +211,9 @@ def test_arena_taken_again_gives_the_fresh_arena_results(monkeypatch):
             ar.v[rng.random(ar.v.size) < 0.3] = np.nan
             ar.v.view(np.int64)[rng.random(ar.v.size) < 0.1] = -1   # (a NaN payload)
             ar.p[:] = rng.random(ar.p.size) < 0.5
+            if ar.kv is not None:
+                ar.kv[:] = np.nan
+                ar.kp[:] = True
         T = int(rng.integers(1, 9))
         times = np.arange(tick - T + 1, tick + 1, dtype=np.int64) * 15000
         before = plan.program_calls
