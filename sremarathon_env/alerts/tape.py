@@ -244,7 +244,6 @@ class Tape:
         extends; a window reads columns below N only (and ``POS`` at ranks below a slot's count: a cell past it
         is only read where the window is empty, and the value is masked). So rows and columns never used are
         never touched (no page of them is faulted in) and growing copies only what was written."""
-        self.cap_s, self.cap_t = n_slots, cap
         # V: values; CS: present samples in columns [0, k); PV: last present column <= k; POS: column of the
         # j-th present sample; RC: counter resets in columns [0, k]; CC: value changes in columns [0, k]; LR: last
         # reset column <= k (0 if none). The value before a reset at column c is V[PV[c - 1]].
@@ -256,10 +255,21 @@ class Tape:
         # The summaries are (slots, columns) views of the records' fields (`V`, `CS`, ...); ``_flat`` has them as flat
         # views (cell ``column * cap_s + slot``: numpy's fancy indexing, never ``take``, which copies a strided array).
         # The buffer is fresh, or one a released tape gave back (see `release`).
+        # A pooled buffer (a released tape's) is laid out as that tape had it where it can be: with its slot
+        # capacity, when its size is a whole number of (columns + 1) * record columns of slots (``_buffer`` gives
+        # one of at most twice the size asked for, so at most twice the slots). The cells this tape uses then lie
+        # on the pages the earlier tape used, which are in memory already; with another slot capacity (an episode
+        # with a few more or fewer series, rounded to another multiple of ``SLOT_ROUND``) a column's used slots
+        # start on other pages, and a Train Ticket marathon faulted ~4000 of them in again.
         it = np.dtype(self._int_dtype(n_slots, cap))
         w = 4 if it.itemsize == 4 else 8   # float64 words per record
         n = (cap + 1) * n_slots * w
         buf = _buffer(n)
+        if buf.size != n and buf.size % ((cap + 1) * w) == 0:
+            s2 = buf.size // ((cap + 1) * w)
+            if np.dtype(self._int_dtype(s2, cap)) == it:
+                n_slots, n = s2, buf.size
+        self.cap_s, self.cap_t = n_slots, cap
         self._bufs = [buf]
         cells = buf[:n].reshape(cap + 1, n_slots, w)
         ints = cells.view(it)               # (columns + 1, slots, 8): the value takes the first 8 bytes
