@@ -281,19 +281,37 @@ class Program:
 
     def _root_rows(self) -> tuple:
         """(arena value rows, arena presence rows, per rule (start, end) in them or None) of the rules' roots, in
-        rule order (made once per program)."""
+        rule order (made once per program: each root's rows ``o .. o + n`` as one ``repeat`` of the starts' offsets
+        plus a running index).
+
+        >>> p = Program()
+        >>> p.outs = [(10, 3, 2), None, (4, 0, 3)]
+        >>> vi, pi, spans = p._root_rows()
+        >>> vi.tolist(), pi.tolist(), spans
+        ([10, 11, 4, 5, 6], [3, 4, 0, 1, 2], [(0, 2), None, (2, 5)])
+        """
         g = self._gather
         if g is None:
-            vi, pi, spans = [], [], []
+            spans = []
+            vo, po, ns = [], [], []
+            a = 0
             for o in self.outs:
                 if o is None:
                     spans.append(None)
                     continue
-                a = len(vi)
-                vi.extend(range(o[0], o[0] + o[2]))
-                pi.extend(range(o[1], o[1] + o[2]))
-                spans.append((a, len(vi)))
-            g = self._gather = (np.asarray(vi, dtype=np.intp), np.asarray(pi, dtype=np.intp), spans)
+                vo.append(o[0])
+                po.append(o[1])
+                ns.append(o[2])
+                spans.append((a, a + o[2]))
+                a += o[2]
+            n = np.asarray(ns, dtype=np.intp)
+            first = np.zeros(len(ns), dtype=np.intp)   # (each root's first position in the gathered rows)
+            if len(ns) > 1:
+                np.cumsum(n[:-1], out=first[1:])
+            run = np.arange(a, dtype=np.intp)
+            vi = np.repeat(np.asarray(vo, dtype=np.intp) - first, n) + run
+            pi = np.repeat(np.asarray(po, dtype=np.intp) - first, n) + run
+            g = self._gather = (vi, pi, spans)
         return g
 
 

@@ -390,3 +390,26 @@ def test_programs_and_their_lowerer_leave_no_cyclic_garbage():
             found = gc.collect()
             if attempt:
                 assert found == 0, attempt
+
+
+def test_root_rows_are_each_roots_arena_rows_in_rule_order():
+    """``Program._root_rows`` (one ``repeat`` plus a running index) against its definition, row by row."""
+    from sremarathon_env.alerts.program import Program
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        outs = [None if rng.random() < 0.2 else tuple(int(x) for x in rng.integers(0, 1000, 2)) + (int(rng.integers(0, 30)),)
+                for _ in range(int(rng.integers(0, 10)))]
+        p = Program()
+        p.outs = outs
+        vi, pi, spans = p._root_rows()
+        v2, p2, s2 = [], [], []
+        for o in outs:
+            if o is None:
+                s2.append(None)
+                continue
+            a = len(v2)
+            v2.extend(range(o[0], o[0] + o[2]))
+            p2.extend(range(o[1], o[1] + o[2]))
+            s2.append((a, len(v2)))
+        assert vi.tolist() == v2 and pi.tolist() == p2 and spans == s2 and vi.dtype == pi.dtype == np.intp
