@@ -291,6 +291,18 @@ def _define(numba):
                         out_v[r, t] = np.float64(cnt)
                     elif code == 6:
                         out_v[r, t] = V[last, s]
+                    elif code == 8 or code == 9:
+                        # max / min_over_time: the first present sample, replaced by a strictly greater (smaller)
+                        # one, over the present samples first .. last (0.0 where the window has none)
+                        if has:
+                            m = V[first, s]
+                            for j in range(first + 1, last + 1):
+                                x = V[j, s]
+                                if (x > m) if code == 8 else (x < m):
+                                    m = x
+                            out_v[r, t] = m
+                        else:
+                            out_v[r, t] = 0.0
                     else:
                         out_v[r, t] = 1.0
                     out_p[r, t] = has

@@ -46,7 +46,7 @@ from .compiled import kernels, note_numpy
 
 #: range functions the kernel evaluates, by code
 CODES = {"rate": 0, "increase": 1, "delta": 2, "changes": 3, "resets": 4, "count_over_time": 5,
-         "last_over_time": 6, "present_over_time": 7}
+         "last_over_time": 6, "present_over_time": 7, "max_over_time": 8, "min_over_time": 9}
 _EXTRAPOLATED = (0, 1, 2)
 
 
@@ -600,6 +600,33 @@ def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 
     return out
 
 
+def _extreme(V: np.ndarray, base: np.ndarray, S: int, first: np.ndarray, last: np.ndarray, has: np.ndarray,
+             is_max: bool) -> np.ndarray:
+    """``max_over_time`` / ``min_over_time`` of (rows, times) windows whose present samples lie in the columns
+    ``first .. last`` of each row's slot (``base``: the slots, (rows, 1); ``V``: the flat values, cell
+    ``column * S + slot``), as ``rangefuncs`` defines it: the first present sample, replaced by each strictly
+    greater (smaller) one in column order (a NaN cell is absent: no comparison holds for it). 0.0 where ``has`` is
+    False.
+
+    >>> V = np.array([3.0, np.nan, -0.0, 5.0, 0.0, 5.0])   # one slot (S = 1), columns 0..5
+    >>> one = np.zeros((1, 1), dtype=np.intp)
+    >>> _extreme(V, one, 1, np.array([[0]]), np.array([[5]]), np.array([[True]]), True).tolist()
+    [[5.0]]
+    >>> m = _extreme(V, one, 1, np.array([[2]]), np.array([[4]]), np.array([[True]]), False)   # -0.0 first: kept
+    >>> float(m[0, 0]), np.signbit(m[0, 0])
+    (-0.0, np.True_)
+    """
+    m = np.where(has, V[base + first * S], 0.0)
+    L = int((last - first).max()) + 1 if has.any() else 0
+    for k in range(1, L):
+        j = first + k
+        inside = has & (j <= last)
+        x = V[base + np.where(inside, j, first) * S]
+        better = (x > m) if is_max else (x < m)
+        m = np.where(inside & better, x, m)
+    return m
+
+
 def _window_numpy(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int, st: int, N: int, R: int, T: int,
                   cap: int):
     """``window_kernel`` by numpy: the reference."""
@@ -703,6 +730,8 @@ def _window_numpy(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int, s
             out_v[rows] = cnt[rows].astype(np.float64)
         elif c == 6:
             out_v[rows] = V[ilast[rows]]
+        elif c in (8, 9):
+            out_v[rows] = _extreme(V, base[rows], S, first[rows], last[rows], has[rows], c == 8)
         else:
             out_v[rows] = 1.0
         out_p[rows] = has[rows]

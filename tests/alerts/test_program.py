@@ -111,6 +111,8 @@ EXPRS = [
     "histogram_quantile(0.7, hs_bucket - 1)", "histogram_quantile(0.2, hs_bucket * -1)",
     "histogram_quantile(0.6, hs_bucket / 0)", "histogram_quantile(1, hs_bucket)", "histogram_quantile(0, hs_bucket)",
     "max_over_time(a[2m]) - min_over_time(a[3m])", "count(max_over_time(a[1m]) > 0) + 1",
+    # (max / min_over_time are kernel rows; the range groups' numpy steps: avg / sum_over_time)
+    "avg_over_time(a[2m]) - sum_over_time(a[3m])", "count(avg_over_time(a[1m]) > 0) + 1",
     "sum by (g) (a) / count by (g) (a) > bool 0",
 ]
 

@@ -373,3 +373,25 @@ def test_each_function_on_its_own_rows_equals_the_function_alone():
         v1, p1 = window_kernel(tape, KernelSpec(sl[rows], rng_ms[rows], off[rows], codes[rows]), times, 0, ST)
         assert np.array_equal(p[rows], p1), c
         assert v[rows].tobytes() == v1.tobytes(), c
+
+
+def test_max_min_over_time_follow_rangefuncs_on_special_values():
+    # the kernel's max / min_over_time (codes 8, 9) against the definition on signed zeros, infinities, negative
+    # values and gaps: the same presence and the same bits where present (which of 0.0 / -0.0 is kept included)
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, -3.5, 2.0, 7.25, -1e300, 5e-324, np.nan])
+    store = MetricStore(step_s=15.0, capacity=64)
+    fam = store.family("c_total", ("i",))
+    rows = fam.rows([(str(i),) for i in range(24)])
+    for k in range(150):
+        vals = special[rng.integers(0, len(special), 24)]
+        vals[rng.random(24) < 0.25] = np.nan
+        if k % 37 < 6:
+            vals[:6] = np.nan   # whole windows without a sample for some series
+        store.write(fam, rows, k, vals)
+    windows = [(name, r, o) for name in ("max_over_time", "min_over_time")
+               for r, o in ((60_000, 0), (300_000, 0), (120_000, 45_000), (900_000, 0))]
+    tape = Tape(store, capacity=16)
+    slots = tape.slots([(fam, int(r)) for r in rows])
+    for a in range(0, 142, 8):
+        _check_kernel(tape, store, fam, np.arange(24), slots, windows, a)
