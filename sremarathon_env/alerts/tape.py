@@ -161,8 +161,8 @@ class Tape:
         self._fam_of: list[int] = []  # per slot: family index
         self._row_of: list[int] = []  # per slot: row in its family
         self._row_slot: list[np.ndarray] = []  # per family: slot of each row (-1: none yet)
-        self._groups: list[tuple[object, np.ndarray, np.ndarray]] | None = None
-        self._cgroups: _CompiledGroups | None = None   # ``_groups`` as the compiled kernel takes them
+        self._groups: list[tuple[object, np.ndarray, np.ndarray]] | None = None   # (the numpy extension's)
+        self._slot_arrays = _SlotArrays()   # ``_fam_of`` / ``_row_of`` as arrays, for the compiled extension
         self._pending: list[int] = []  # slots added since the last sync
         self.resets = 0
         self._alloc(16, capacity)
@@ -290,7 +290,7 @@ class Tape:
         bufs = self._bufs
         self._alloc(1, 1)   # placeholders (below the pool's size), nothing synced
         self.N = 0
-        self._groups = self._cgroups = None
+        self._groups = None
         self._pending = []
         _give_back(bufs)
 
@@ -366,15 +366,19 @@ class Tape:
             # slice (basic indexing), not through the index array (the same cells)
             lo = int(sl[0])
             part = slice(lo, lo + len(sl)) if np.array_equal(sl, np.arange(lo, lo + len(sl))) else sl
-            new = self._fam_groups(part)
-            self._extend(part, sl, new, 0, self.N)
+            if kernels() is not None:
+                # (the compiled extension reads each slot's family and row from `_SlotArrays`: no family groups;
+                # the numpy extension's are made again if it runs later)
+                self._extend(part, sl, None, 0, self.N)
+                self._groups = None
+            else:
+                new = self._fam_groups(part)
+                self._extend(part, sl, new, 0, self.N)
+                if self._groups is not None:   # the new slots join their families' groups
+                    self._groups = self._merge_groups(self._groups, [(fam, sl[m], rows) for fam, m, rows in new])
             self._pending = []
-            if self._groups is not None:   # the new slots join their families' groups
-                self._groups = self._merge_groups(self._groups, [(fam, sl[m], rows) for fam, m, rows in new])
-        if self._groups is None:
-            self._groups = self._fam_groups(slice(0, S))
         if n > self.N:
-            if not self._extend(slice(0, S), np.arange(S, dtype=np.intp), self._groups, self.N, n):
+            if not self._extend(slice(0, S), None, None, self.N, n):
                 self.resets += 1  # a column already read was rewritten: start again
                 self._start(S, n)
                 return
@@ -382,23 +386,35 @@ class Tape:
 
     def _start(self, S: int, n: int) -> None:
         self._pending = []
-        self._groups = self._fam_groups(slice(0, S))
-        self._extend(slice(0, S), np.arange(S, dtype=np.intp), self._groups, 0, n)
+        self._groups = None
+        self._extend(slice(0, S), None, None, 0, n)
         self.N = n
 
-    def _extend(self, sl, idx: np.ndarray, groups, c0: int, c1: int) -> bool:
-        """Process columns [c0, c1) of the slots ``sl`` (a slice or the index array ``idx``). When
-        c0 > 0 the column c0 - 1 is read again and compared with the tape (False: it changed).
+    def _extend(self, sl, idx: np.ndarray | None, groups, c0: int, c1: int) -> bool:
+        """Process columns [c0, c1) of the slots ``sl`` (a slice or the index array ``idx``; None with ``sl`` the
+        slice of every slot, [0, S)). When c0 > 0 the column c0 - 1 is read again and compared with the tape
+        (False: it changed). ``groups``: the family groups of ``sl`` (`_fam_groups`), or None (the numpy path makes
+        them; every slot's are kept in ``_groups``).
 
         Computed as (columns, slots) blocks, the layout of the cells (column-major, see ``_alloc``): the writes
         are column stretches of the summaries' fields and the running sums and maxima run over the short time axis
         with the slots as the long inner loop (integer sums and maxima: the same numbers in any layout). The
         compiled kernel computes the same summaries slot by slot, every family in one call."""
-        if c1 <= c0 or not len(idx):
+        if idx is None:
+            if c1 <= c0 or sl.stop == 0:
+                return True
+        elif c1 <= c0 or not len(idx):
             return True
         nb = kernels()
         if nb is not None:   # the same summaries, one fused pass over the families' store rows (compiled.py)
-            return self._extend_compiled(nb, sl, idx, groups, c0, c1)
+            return self._extend_compiled(nb, sl, c0, c1)
+        if idx is None:
+            idx = np.arange(sl.stop, dtype=np.intp)
+            if self._groups is None:
+                self._groups = self._fam_groups(sl)
+            groups = self._groups
+        elif groups is None:
+            groups = self._fam_groups(sl)
         t_np = time.process_time()
         try:
             return self._extend_numpy(sl, idx, groups, c0, c1)
@@ -472,63 +488,75 @@ class Tape:
         return True
 
 
-    def _extend_compiled(self, nb, sl, idx, groups, c0: int, c1: int) -> bool:
-        """``_extend`` by the compiled kernel, every family in one call. A family whose column c0 - 1 changed stops
-        it (False) with nothing written: the tape then starts again from column 0 (``sync``)."""
-        g = self._compiled_groups(groups, sl, idx)
-        datas = [fam._data for fam in g.fams]
-        if g.datas is not None and all(d is k for d, k in zip(datas, g.datas)) and \
-                [d.shape for d in datas] == g.shapes_seen:
-            addrs, shapes = g.addrs, g.shapes
+    def _extend_compiled(self, nb, sl, c0: int, c1: int) -> bool:
+        """``_extend`` by the compiled kernel, every slot of ``sl`` (a slice or an index array) in one call, each
+        reading its family's store row (`_SlotArrays`). A slot whose column c0 - 1 changed stops it (False) with
+        nothing written: the tape then starts again from column 0 (``sync``)."""
+        sa = self._slot_arrays
+        sa.update(self)
+        fams, rows = sa.fam[: sa.n], sa.row[: sa.n]
+        if isinstance(sl, slice):
+            slots = np.arange(sl.start or 0, sl.stop, dtype=np.intp)
+            fams, rows = fams[sl], rows[sl]
         else:
-            # C-contiguous float64 arrays (the store's) are read in place, their addresses kept while the same
-            # arrays (same objects, same shapes: the store replaces an array when it grows) serve; anything else
-            # is read from a copy made for this call
-            held = [d if d.dtype == np.float64 and d.ndim == 2 and d.flags.c_contiguous
-                    else np.ascontiguousarray(d, dtype=np.float64).reshape(d.shape[0], -1) for d in datas]
-            addrs = np.array([a.ctypes.data for a in held], dtype=np.intp)
-            shapes = np.array([a.shape for a in held], dtype=np.intp).reshape(len(held), 2)
-            if all(a is d for a, d in zip(held, datas)):
-                g.datas, g.addrs, g.shapes, g.shapes_seen = datas, addrs, shapes, [d.shape for d in datas]
-        done = nb.extend(addrs, shapes, g.starts, g.rows, g.slots, c0, c1, c0 > 0, self._cells, self._ints, self._f0)
+            slots = np.ascontiguousarray(sl, dtype=np.intp)
+            fams, rows = fams[slots], rows[slots]
+        addrs, shapes, held = sa.arrays(self._fams)   # (``held``: alive until the call returns)
+        done = nb.extend(addrs, shapes, fams, rows, slots, c0, c1, c0 > 0, self._cells, self._ints, self._f0)
         if done < 0:
             raise IndexError(f"tape: columns [{c0}, {c1}) or rows beyond a family's store array")
         return done == 1
 
-    def _compiled_groups(self, groups, sl, idx) -> "_CompiledGroups":
-        """``groups`` as the compiled kernel takes them (one array of rows and one of slots, with each family's
-        start), kept for the tape's own groups (every sync after the first), made afresh for others (new slots)."""
-        cg = self._cgroups
-        if cg is not None and cg.groups is groups:
-            return cg
-        cg = _CompiledGroups(groups, sl, idx)
-        if groups is self._groups:
-            self._cgroups = cg
-        return cg
 
+class _SlotArrays:
+    """A tape's per-slot family index and store row as int arrays (appended as slots are registered), and its
+    families' store arrays by address (kept while the same arrays serve), for the compiled extension."""
 
-class _CompiledGroups:
-    """Families of a sync for the compiled extension: the families, the start of each one's rows, the store rows and
-    the tape slots, in one array each; the families' arrays (addresses, shapes) once `Tape._extend_compiled` has
-    them."""
+    __slots__ = ("fam", "row", "n", "datas", "held", "addrs", "shapes")
 
-    __slots__ = ("groups", "fams", "starts", "rows", "slots", "datas", "addrs", "shapes", "shapes_seen")
+    def __init__(self):
+        self.fam = np.zeros(64, dtype=np.intp)
+        self.row = np.zeros(64, dtype=np.intp)
+        self.n = 0
+        self.datas: list = []
+        self.held: list = []
+        self.addrs = np.zeros(0, dtype=np.intp)
+        self.shapes = np.zeros((0, 2), dtype=np.intp)
 
-    def __init__(self, groups, sl, idx):
-        self.groups = groups
-        self.fams = [fam for fam, _, _ in groups]
-        self.starts = np.zeros(len(groups) + 1, dtype=np.intp)
-        self.starts[1:] = np.cumsum([len(m) for _, m, _ in groups])
-        if groups:
-            rows = np.concatenate([r for _, _, r in groups])
-            pos = np.concatenate([m for _, m, _ in groups])
+    def update(self, tape) -> None:
+        """Append the slots registered since the last update (the tape's lists only grow)."""
+        S = len(tape._row_of)
+        n = self.n
+        if S == n:
+            return
+        if S > len(self.fam):
+            cap = max(S, 2 * len(self.fam))
+            fam, row = np.zeros(cap, dtype=np.intp), np.zeros(cap, dtype=np.intp)
+            fam[:n], row[:n] = self.fam[:n], self.row[:n]
+            self.fam, self.row = fam, row
+        self.fam[n:S] = tape._fam_of[n:S]
+        self.row[n:S] = tape._row_of[n:S]
+        self.n = S
+
+    def arrays(self, fams: list) -> tuple:
+        """(addresses, shapes, the arrays addressed: the caller holds them during its call) of the families' store
+        arrays: C-contiguous float64 arrays (the store's) are read in
+        place, their addresses kept while the same arrays (same objects; the store replaces an array when it
+        grows; an array held here cannot be resized in place: numpy's reference check refuses) serve; anything
+        else is read from a copy made for this call."""
+        datas = self.datas
+        if len(datas) == len(fams) and all(f._data is d for f, d in zip(fams, datas)):
+            return self.addrs, self.shapes, self.held
+        datas = [f._data for f in fams]
+        held = [d if d.dtype == np.float64 and d.ndim == 2 and d.flags.c_contiguous
+                else np.ascontiguousarray(d, dtype=np.float64).reshape(d.shape[0], -1) for d in datas]
+        addrs = np.array([a.ctypes.data for a in held], dtype=np.intp)
+        shapes = np.array([a.shape for a in held], dtype=np.intp).reshape(len(held), 2)
+        if all(a is d for a, d in zip(held, datas)):
+            self.datas, self.held, self.addrs, self.shapes = datas, held, addrs, shapes
         else:
-            rows = pos = np.zeros(0, dtype=np.intp)
-        lo = sl.start if isinstance(sl, slice) else None   # positions in ``sl`` -> slots
-        slots = (pos if lo == 0 else pos + lo) if lo is not None else idx[pos]
-        self.rows = np.ascontiguousarray(rows, dtype=np.intp)
-        self.slots = np.ascontiguousarray(slots, dtype=np.intp)
-        self.datas = self.addrs = self.shapes = self.shapes_seen = None
+            self.datas, self.held = [], []
+        return addrs, shapes, held
 
 
 class KernelSpec:
