@@ -46,6 +46,7 @@ True
 from __future__ import annotations
 
 import struct
+import threading
 from operator import is_
 
 import numpy as np
@@ -158,6 +159,15 @@ _EMPTY_ENTRY = (0, 0, 0, -1, True)
 _EMPTY_L = (_EMPTY_ENTRY, b"")
 
 
+#: the buffers of released arenas (`Arena.release`: a marathon's plan is done), for the next plans' arenas: their pages
+#: are in memory already (a fresh arena faults in every page it writes, and grows a few times over a marathon as
+#: lowerings add rows: ~300 faults per OB, ~1400 per TT no-op env marathon). At most `ARENA_POOL_MAX` buffers of
+#: each kind; the cells are uninitialised by contract (see `Arena`), so what an earlier plan left is never read.
+_ARENA_POOL: dict[str, list] = {"v": [], "p": [], "kv": [], "kp": []}
+_ARENA_LOCK = threading.Lock()
+ARENA_POOL_MAX = 1
+
+
 class Arena:
     """Value and presence buffers that `Program.run` takes again at every call of a plan (held by the plan).
 
@@ -190,9 +200,9 @@ class Arena:
         """(values (nv, T) float64, presence (np_, T) bool), C-contiguous views of the buffers (uninitialised)."""
         v, p = self.v, self.p
         if v is None or v.size < nv * T:
-            v = self.v = np.empty(max(nv * T, 2 * v.size if v is not None else 0))
+            v = self.v = _grown("v", v, nv * T, np.float64)
         if p is None or p.size < np_ * T:
-            p = self.p = np.empty(max(np_ * T, 2 * p.size if p is not None else 0), dtype=bool)
+            p = self.p = _grown("p", p, np_ * T, np.bool_)
         return v[:nv * T].reshape(nv, T), p[:np_ * T].reshape(np_, T)
 
     def kernel_out(self, R: int, T: int):
@@ -200,13 +210,38 @@ class Arena:
         ``out``), uninitialised: the kernel writes every cell."""
         v, p = self.kv, self.kp
         if v is None or v.size < R * T:
-            v = self.kv = np.empty(max(R * T, 2 * v.size if v is not None else 0))
+            v = self.kv = _grown("kv", v, R * T, np.float64)
         if p is None or p.size < R * T:
-            p = self.kp = np.empty(max(R * T, 2 * p.size if p is not None else 0), dtype=bool)
+            p = self.kp = _grown("kp", p, R * T, np.bool_)
         return v[:R * T].reshape(R, T), p[:R * T].reshape(R, T)
 
     def drop(self) -> None:
         self.v = self.p = self.kv = self.kp = None
+
+    def release(self) -> None:
+        """The owner is done (its marathon ended): the buffers go to the next plans' arenas (`_ARENA_POOL`); this
+        arena stays usable (it takes buffers again)."""
+        bufs = (("v", self.v), ("p", self.p), ("kv", self.kv), ("kp", self.kp))
+        self.drop()
+        with _ARENA_LOCK:
+            for kind, b in bufs:
+                pool = _ARENA_POOL[kind]
+                if b is not None and len(pool) < ARENA_POOL_MAX and not any(b is x for x in pool):
+                    pool.append(b)
+
+
+def _grown(kind: str, old, n: int, dtype) -> np.ndarray:
+    """A 1-D buffer of at least ``n`` items for an arena whose buffer ``old`` (None: none yet) is too small: a pooled
+    one that fits (`_ARENA_POOL`; the smallest), else a fresh one of ``max(n, 2 * old.size)`` (doubling)."""
+    with _ARENA_LOCK:
+        pool = _ARENA_POOL[kind]
+        best = None
+        for i, b in enumerate(pool):
+            if b.size >= n and (best is None or b.size < pool[best].size):
+                best = i
+        if best is not None:
+            return pool.pop(best)
+    return np.empty(max(n, 2 * old.size if old is not None else 0), dtype=dtype)
 
 
 class Program:

@@ -415,3 +415,31 @@ def test_root_rows_are_each_roots_arena_rows_in_rule_order():
             p2.extend(range(o[1], o[1] + o[2]))
             s2.append((a, len(v2)))
         assert vi.tolist() == v2 and pi.tolist() == p2 and spans == s2 and vi.dtype == pi.dtype == np.intp
+
+
+def test_released_arenas_serve_the_next_plans_and_change_no_result(monkeypatch):
+    """An engine's release gives its plan's arena buffers to the next plans (``program._ARENA_POOL``, bounded): the
+    next plan's calls take them (holding the earlier plan's values) and still give the numpy nodes' bits; the released
+    plan, used again, takes buffers afresh and agrees too."""
+    from sremarathon_env.alerts import program
+
+    monkeypatch.setattr(program, "_ARENA_POOL", {"v": [], "p": [], "kv": [], "kp": []})
+    exprs = [e for e in EXPRS if not any(w in e for w in ("max", "min", "histogram"))]   # (no stops)
+    rng = np.random.default_rng(12)
+    first = _random_plan(rng, exprs, 30, 20)
+    times = np.arange(12, 20, dtype=np.int64) * 15000
+    assert _both(first[4], times, exprs) == 1
+    held = {k: getattr(first[4]._arena, k) for k in ("v", "p", "kv", "kp")}
+    assert all(b is not None for b in held.values())
+    first[4]._arena.release()
+    assert first[4]._arena.v is None and all(len(program._ARENA_POOL[k]) == 1 for k in held)
+    second = _random_plan(rng, exprs, 30, 24)
+    ran = _both(second[4], np.arange(20, 24, dtype=np.int64) * 15000, exprs)   # (4 times: fits the pooled ones)
+    ar = second[4]._arena
+    assert ran == 1 and ar.v is held["v"] and ar.p is held["p"]   # (the pooled buffers were taken)
+    assert _both(first[4], times, exprs) == 1   # the released plan again: fresh buffers, same results
+    assert first[4]._arena.v is not held["v"]
+    for _ in range(3):
+        first[4]._arena.release()
+        second[4]._arena.release()
+    assert all(len(program._ARENA_POOL[k]) <= program.ARENA_POOL_MAX for k in held)
