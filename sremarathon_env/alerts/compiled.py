@@ -115,9 +115,10 @@ def _load():
         cells = np.zeros((3, 2, 4))
         ints = cells.view(np.int32)
         data = np.zeros((1, 2))
-        ns.extend(np.array([data.ctypes.data], np.intp), np.array([[1, 2]], np.intp), np.array([0, 1], np.intp),
+        ns.extend(np.array([data.ctypes.data], np.intp), np.array([[1, 2]], np.intp), np.zeros(1, np.intp),
                   np.zeros(1, np.intp), np.zeros(1, np.intp), 0, 1, False, cells, ints, 2)
-        ns.window(cells, ints, 2, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64, 0, 15000, 1, 2, False, False)
+        ns.window(cells, ints, 2, i64, i64, i64, np.zeros(1, np.int8), np.ones(1), i64, 0, 15000, 1, 2, False, False,
+                  np.empty((1, 1)), np.empty((1, 1), np.bool_))
         # the plan program (program.py): one constant into a one-row arena
         ins = np.zeros((1, PROGRAM_FIELDS), np.int64)
         ns.program(ins, np.zeros(0, np.int64), np.ones(1), 0, 1, np.zeros((1, 2)), np.zeros((0, 2), np.bool_),
@@ -163,10 +164,10 @@ def _define(numba):
 
     @njit(cache=True, error_model="numpy")
     def window(cells, ints, f0, slots, range_ms, offset_ms, codes, rs, times, t0_ms, st, N, cap, has_counter,
-               has_rate):
+               has_rate, out_v, out_p):
         # the tape's cell records, (columns + 1, slots, fields): the value (cells[..., 0]) and the integer summaries
         # (ints[..., f0 + k], k in tape.FIELDS' order); see tape.window_kernel for the formulas, which this follows
-        # operation by operation
+        # operation by operation. Every cell of out_v and out_p ((rows, times), the caller's) is written.
         V = cells[:, :, 0]
         CS = ints[:, :, f0]
         PV = ints[:, :, f0 + 1]
@@ -176,8 +177,6 @@ def _define(numba):
         LR = ints[:, :, f0 + 5]
         R = slots.shape[0]
         T = times.shape[0]
-        out_v = np.empty((R, T))
-        out_p = np.empty((R, T), dtype=np.bool_)
         # times outer, rows inner: a plan lists a range call's rows together, mostly consecutive slots, whose
         # cells at one column lie side by side in the (columns, slots) arrays
         # (integer divisions are slow: the window bounds are computed again only where the window changes)
@@ -292,20 +291,32 @@ def _define(numba):
                         out_v[r, t] = np.float64(cnt)
                     elif code == 6:
                         out_v[r, t] = V[last, s]
+                    elif code == 8 or code == 9:
+                        # max / min_over_time: the first present sample, replaced by a strictly greater (smaller)
+                        # one, over the present samples first .. last (0.0 where the window has none)
+                        if has:
+                            m = V[first, s]
+                            for j in range(first + 1, last + 1):
+                                x = V[j, s]
+                                if (x > m) if code == 8 else (x < m):
+                                    m = x
+                            out_v[r, t] = m
+                        else:
+                            out_v[r, t] = 0.0
                     else:
                         out_v[r, t] = 1.0
                     out_p[r, t] = has
-        return out_v, out_p
+        return 0
 
     @njit(cache=True, error_model="numpy")
-    def extend(addrs, shapes, starts, rows, slots, c0, c1, check, cells, ints, f0):
-        # columns [c0, c1) of store rows into the tape's slots, for every family of the sync in one call: family f's
-        # ``_data`` is the C-contiguous float64 array at address addrs[f] of shape shapes[f] (the caller holds it),
-        # its rows are rows[starts[f]:starts[f + 1]], going to the slots at the same positions of ``slots``. The
-        # tape's cells are (columns, slots) records, as in ``window``. When ``check``, column c0 - 1 is compared with
-        # the tape first: 0 if it changed (nothing written). -1 (nothing read or written) if a row or a column lies
-        # outside its family's array. 1: done. See tape.Tape._extend for the definitions; slot by slot, the last
-        # present column and value, the counts and the last reset are carried along the columns.
+    def extend(addrs, shapes, fams, rows, slots, c0, c1, check, cells, ints, f0):
+        # columns [c0, c1) of store rows into the tape's slots, every slot of the sync in one call: slot slots[i]
+        # takes row rows[i] of family fams[i], whose ``_data`` is the C-contiguous float64 array at address
+        # addrs[fams[i]] of shape shapes[fams[i]] (the caller holds it). The tape's cells are (columns, slots)
+        # records, as in ``window``. When ``check``, column c0 - 1 is compared with the tape first: 0 if it changed
+        # (nothing written). -1 (nothing read or written) if a row or a column lies outside its family's array.
+        # 1: done. See tape.Tape._extend for the definitions; slot by slot, the last present column and value, the
+        # counts and the last reset are carried along the columns.
         V = cells[:, :, 0]
         CS = ints[:, :, f0]
         PV = ints[:, :, f0 + 1]
@@ -313,59 +324,57 @@ def _define(numba):
         RC = ints[:, :, f0 + 3]
         CC = ints[:, :, f0 + 4]
         LR = ints[:, :, f0 + 5]
-        nf = addrs.shape[0]
+        n = slots.shape[0]
         lo_col = c0 - 1 if check else c0
-        for f in range(nf):
-            if lo_col < 0 or c1 > shapes[f, 1]:
+        for i in range(n):
+            f = fams[i]
+            if lo_col < 0 or c1 > shapes[f, 1] or rows[i] < 0 or rows[i] >= shapes[f, 0]:
                 return -1
-            for i in range(starts[f], starts[f + 1]):
-                if rows[i] < 0 or rows[i] >= shapes[f, 0]:
-                    return -1
         if check:
-            for f in range(nf):
+            for i in range(n):
+                f = fams[i]
                 data = _carray(_f64_at(addrs[f]), (shapes[f, 0], shapes[f, 1]))
-                for i in range(starts[f], starts[f + 1]):
-                    a = data[rows[i], c0 - 1]
-                    b = V[c0 - 1, slots[i]]
-                    if not (a == b or (a != a and b != b)):
-                        return 0
-        for f in range(nf):
+                a = data[rows[i], c0 - 1]
+                b = V[c0 - 1, slots[i]]
+                if not (a == b or (a != a and b != b)):
+                    return 0
+        for i in range(n):
+            f = fams[i]
             data = _carray(_f64_at(addrs[f]), (shapes[f, 0], shapes[f, 1]))
-            for i in range(starts[f], starts[f + 1]):
-                s = slots[i]
-                r = rows[i]
-                if c0 == 0:
-                    CS[0, s] = 0
-                    pp = -1
-                    rc = 0
-                    cc = 0
-                    lr = 0
-                else:
-                    pp = PV[c0 - 1, s]
-                    rc = RC[c0 - 1, s]
-                    cc = CC[c0 - 1, s]
-                    lr = LR[c0 - 1, s]
-                prev = V[pp, s] if pp >= 0 else 0.0
-                cs = CS[c0, s]
-                for c in range(c0, c1):
-                    x = data[r, c]
-                    V[c, s] = x
-                    if x == x:
-                        POS[cs, s] = c
-                        cs += 1
-                        if pp >= 0:
-                            if x < prev:
-                                rc += 1
-                                lr = c
-                            if x != prev:
-                                cc += 1
-                        pp = c
-                        prev = x
-                    CS[c + 1, s] = cs
-                    PV[c, s] = pp
-                    RC[c, s] = rc
-                    CC[c, s] = cc
-                    LR[c, s] = lr
+            s = slots[i]
+            r = rows[i]
+            if c0 == 0:
+                CS[0, s] = 0
+                pp = -1
+                rc = 0
+                cc = 0
+                lr = 0
+            else:
+                pp = PV[c0 - 1, s]
+                rc = RC[c0 - 1, s]
+                cc = CC[c0 - 1, s]
+                lr = LR[c0 - 1, s]
+            prev = V[pp, s] if pp >= 0 else 0.0
+            cs = CS[c0, s]
+            for c in range(c0, c1):
+                x = data[r, c]
+                V[c, s] = x
+                if x == x:
+                    POS[cs, s] = c
+                    cs += 1
+                    if pp >= 0:
+                        if x < prev:
+                            rc += 1
+                            lr = c
+                        if x != prev:
+                            cc += 1
+                    pp = c
+                    prev = x
+                CS[c + 1, s] = cs
+                PV[c, s] = pp
+                RC[c, s] = rc
+                CC[c, s] = cc
+                LR[c, s] = lr
         return 1
 
     @njit(cache=True, error_model="numpy")

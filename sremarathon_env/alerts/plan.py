@@ -293,13 +293,15 @@ class _KernelGroup:
         self._stamp = None
         self._out = None
 
-    def value(self, E: _Env):
+    def value(self, E: _Env, out: tuple | None = None):
+        """(values, presence) of every kernel row at the call ``E``, once per call; ``out``: buffers to write them
+        into (``window_kernel``'s; the program's arena, `program.Arena.kernel_out`)."""
         if self._stamp is E:
             return self._out
         tape, g = self.tape, self.grid
         # columns after the last evaluation time are never read: the tape stops there
         tape.sync(int((int(E.times.max()) - g.t0_ms) // g.step_ms) + 1)
-        self._out = window_kernel(tape, self.spec, E.times, g.t0_ms, g.step_ms)
+        self._out = window_kernel(tape, self.spec, E.times, g.t0_ms, g.step_ms, out)
         self._stamp = E
         return self._out
 
@@ -791,6 +793,7 @@ class PackPlan:
         self._sel_now: dict[str, tuple] | None = None  # _selection's results in the running build (None: no build)
         self.excluded = 0  # rows left out at the last build
         self._prog: tuple | None = None  # (roots, kernel group, program.Program or None) of the build lowered last
+        self._arena = None   # program.Arena: the programs' value and presence buffers, taken again at every call
         self.lower_cpu_s = 0.0  # CPU seconds spent lowering builds into programs (a diagnostic, like build_cpu_s)
         self.program_calls = 0  # calls the program evaluated (a diagnostic; the others ran the numpy nodes)
 
@@ -1526,9 +1529,16 @@ class PackPlan:
             return None
         if prog is None:
             return None
-        vals = prog.run(E, nb)
+        arena = self._arena
+        if arena is None:
+            from .program import Arena
+            arena = self._arena = Arena()
+        vals = prog.run(E, nb, arena)
         if vals is not None:
             self.program_calls += 1
+        else:
+            # (stopped: the numpy nodes may return views of the arena that stamped children hold)
+            arena.drop()
         return vals
 
     def _lower_now(self) -> tuple:

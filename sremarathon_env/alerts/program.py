@@ -46,6 +46,7 @@ True
 from __future__ import annotations
 
 import struct
+import threading
 from operator import is_
 
 import numpy as np
@@ -159,19 +160,113 @@ _EMPTY_ENTRY = (0, 0, 0, -1, True)
 _EMPTY_L = (_EMPTY_ENTRY, b"")
 
 
+#: the buffers of released arenas (`Arena.release`: a marathon's plan is done), for the next plans' arenas: their pages
+#: are in memory already (a fresh arena faults in every page it writes, and grows a few times over a marathon as
+#: lowerings add rows: ~300 faults per OB, ~1400 per TT no-op env marathon). At most `ARENA_POOL_MAX` buffers of
+#: each kind; the cells are uninitialised by contract (see `Arena`), so what an earlier plan left is never read.
+_ARENA_POOL: dict[str, list] = {"v": [], "p": [], "kv": [], "kp": []}
+_ARENA_LOCK = threading.Lock()
+ARENA_POOL_MAX = 1
+
+
+class Arena:
+    """Value and presence buffers that `Program.run` takes again at every call of a plan (held by the plan).
+
+    The kernel group's window output (`kernel_out`) is taken again likewise: the program copies its rows into the
+    arena (the kernel group keeps it for the call that stamped it only).
+
+    A fresh arena per call is fresh memory: above glibc's mmap threshold (the CLI's and the bench's
+    ``tune_malloc``: 256 KiB) every call maps it afresh and faults in each page it writes (a Train Ticket env call
+    ~210 pages, ~0.3 ms). The program writes every arena cell it reads before it reads it (``np.empty`` gives no
+    other guarantee), so the previous call's contents are never read; the rules' results are copied out of it
+    (`Program.run`), and the numpy steps' stamped children (arena views) are read only in the call that stamped
+    them (``_stamp is E``). A call the program stopped may have handed arena views to the numpy nodes' results: the
+    plan then drops the buffers (`drop`). Bounded: twice the largest arena asked for.
+
+    >>> a = Arena()
+    >>> V, P = a.take(3, 2, 4)
+    >>> V.shape, P.shape, V.flags.c_contiguous
+    ((3, 4), (2, 4), True)
+    >>> W, _ = a.take(2, 2, 5)
+    >>> W.base is V.base                       # the same buffer again
+    True
+    """
+
+    __slots__ = ("v", "p", "kv", "kp")
+
+    def __init__(self):
+        self.v = self.p = self.kv = self.kp = None
+
+    def take(self, nv: int, np_: int, T: int):
+        """(values (nv, T) float64, presence (np_, T) bool), C-contiguous views of the buffers (uninitialised)."""
+        v, p = self.v, self.p
+        if v is None or v.size < nv * T:
+            v = self.v = _grown("v", v, nv * T, np.float64)
+        if p is None or p.size < np_ * T:
+            p = self.p = _grown("p", p, np_ * T, np.bool_)
+        return v[:nv * T].reshape(nv, T), p[:np_ * T].reshape(np_, T)
+
+    def kernel_out(self, R: int, T: int):
+        """(values, presence) (R, T) buffers for the kernel group's window kernel (``tape.window_kernel``'s
+        ``out``), uninitialised: the kernel writes every cell."""
+        v, p = self.kv, self.kp
+        if v is None or v.size < R * T:
+            v = self.kv = _grown("kv", v, R * T, np.float64)
+        if p is None or p.size < R * T:
+            p = self.kp = _grown("kp", p, R * T, np.bool_)
+        return v[:R * T].reshape(R, T), p[:R * T].reshape(R, T)
+
+    def drop(self) -> None:
+        self.v = self.p = self.kv = self.kp = None
+
+    def release(self) -> None:
+        """The owner is done (its marathon ended): the buffers go to the next plans' arenas (`_ARENA_POOL`); this
+        arena stays usable (it takes buffers again)."""
+        bufs = (("v", self.v), ("p", self.p), ("kv", self.kv), ("kp", self.kp))
+        self.drop()
+        with _ARENA_LOCK:
+            for kind, b in bufs:
+                pool = _ARENA_POOL[kind]
+                if b is not None and len(pool) < ARENA_POOL_MAX and not any(b is x for x in pool):
+                    pool.append(b)
+
+
+def _grown(kind: str, old, n: int, dtype) -> np.ndarray:
+    """A 1-D buffer of at least ``n`` items for an arena whose buffer ``old`` (None: none yet) is too small: a pooled
+    one that fits (`_ARENA_POOL`; the smallest), else a fresh one of ``max(n, 2 * old.size)`` (doubling)."""
+    with _ARENA_LOCK:
+        pool = _ARENA_POOL[kind]
+        best = None
+        for i, b in enumerate(pool):
+            if b.size >= n and (best is None or b.size < pool[best].size):
+                best = i
+        if best is not None:
+            return pool.pop(best)
+    return np.empty(max(n, 2 * old.size if old is not None else 0), dtype=dtype)
+
+
 class Program:
     """One lowering of a plan: instruction rows, pools, arena sizes, the numpy steps between segments, and where
     each rule's root lies in the arena."""
 
     __slots__ = ("roots", "kernel", "ins", "ipool", "fpool", "nv", "np_", "schedule", "outs", "inst_keys",
-                 "fams", "has_kernel", "n_ins")
+                 "fams", "has_kernel", "n_ins", "_gather")
 
-    def run(self, E, nb):
+    def __init__(self):
+        self._gather = None
+
+    def run(self, E, nb, arena: Arena | None = None):
         """Every rule's (values, presence) (None for a rule without a lowered root) at the call ``E``, or None
-        where the program stopped (the caller evaluates the call by the numpy nodes)."""
+        where the program stopped (the caller evaluates the call by the numpy nodes). Without ``arena`` the
+        results are views of a fresh arena; with one, the arena is ``arena``'s buffers and the results are copies
+        of the roots' rows (one gather for all rules, `_root_rows`), so that the next call can take the buffers
+        again."""
         T = E.T
-        V = np.empty((self.nv, T))
-        P = np.empty((self.np_, T), dtype=bool)
+        if arena is None:
+            V = np.empty((self.nv, T))
+            P = np.empty((self.np_, T), dtype=bool)
+        else:
+            V, P = arena.take(self.nv, self.np_, T)
         arr = self.fams.arrays()
         if arr is None:
             return None
@@ -189,7 +284,8 @@ class Program:
             jc = np.zeros((0, T), dtype=np.int64)
             ok = np.zeros((0, T), dtype=bool)
         if self.has_kernel:
-            kv, kp = self.kernel.value(E)
+            kg = self.kernel
+            kv, kp = kg.value(E, None if arena is None else arena.kernel_out(kg.n, T))
             kv, kp = np.ascontiguousarray(kv, dtype=np.float64), np.ascontiguousarray(kp, dtype=bool)
         else:
             kv, kp = np.zeros((0, T)), np.zeros((0, T), dtype=bool)
@@ -212,7 +308,47 @@ class Program:
             else:
                 V[vo:vo + n] = out[0]
                 P[po:po + n] = out[1]
-        return [None if o is None else (V[o[0]:o[0] + o[2]], P[o[1]:o[1] + o[2]]) for o in self.outs]
+        if arena is None:
+            return [None if o is None else (V[o[0]:o[0] + o[2]], P[o[1]:o[1] + o[2]]) for o in self.outs]
+        vi, pi, spans = self._root_rows()
+        RV = V.take(vi, axis=0)
+        RP = P.take(pi, axis=0)
+        return [None if sp is None else (RV[sp[0]:sp[1]], RP[sp[0]:sp[1]]) for sp in spans]
+
+    def _root_rows(self) -> tuple:
+        """(arena value rows, arena presence rows, per rule (start, end) in them or None) of the rules' roots, in
+        rule order (made once per program: each root's rows ``o .. o + n`` as one ``repeat`` of the starts' offsets
+        plus a running index).
+
+        >>> p = Program()
+        >>> p.outs = [(10, 3, 2), None, (4, 0, 3)]
+        >>> vi, pi, spans = p._root_rows()
+        >>> vi.tolist(), pi.tolist(), spans
+        ([10, 11, 4, 5, 6], [3, 4, 0, 1, 2], [(0, 2), None, (2, 5)])
+        """
+        g = self._gather
+        if g is None:
+            spans = []
+            vo, po, ns = [], [], []
+            a = 0
+            for o in self.outs:
+                if o is None:
+                    spans.append(None)
+                    continue
+                vo.append(o[0])
+                po.append(o[1])
+                ns.append(o[2])
+                spans.append((a, a + o[2]))
+                a += o[2]
+            n = np.asarray(ns, dtype=np.intp)
+            first = np.zeros(len(ns), dtype=np.intp)   # (each root's first position in the gathered rows)
+            if len(ns) > 1:
+                np.cumsum(n[:-1], out=first[1:])
+            run = np.arange(a, dtype=np.intp)
+            vi = np.repeat(np.asarray(vo, dtype=np.intp) - first, n) + run
+            pi = np.repeat(np.asarray(po, dtype=np.intp) - first, n) + run
+            g = self._gather = (vi, pi, spans)
+        return g
 
 
 #: a lowerer starts again (every node lowered afresh, arena and pools compacted) once its arena or integer pool

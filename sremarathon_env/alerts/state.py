@@ -336,12 +336,15 @@ class AlertEngine:
         self._row_hits: list[tuple[list, list] | None] = [None] * len(self.pack.rules)
 
     def release(self) -> None:
-        """The engine's owner is done with it (its marathon ended): the compiled plan's tape gives its buffers to the
-        next engines of this process (`Tape.release`). Nothing else changes; a later evaluation still gives the same
-        results (the tape starts again from the first column)."""
+        """The engine's owner is done with it (its marathon ended): the compiled plan's tape and program arena give
+        their buffers to the next engines of this process (`Tape.release`, `program.Arena.release`). Nothing else
+        changes; a later evaluation still gives the same results (the tape starts again from the first column)."""
         tape = getattr(self._plan, "tape", None)
         if tape is not None:
             tape.release()
+        arena = getattr(self._plan, "_arena", None)
+        if arena is not None:
+            arena.release()
 
     @property
     def evaluated_until(self) -> float | None:

@@ -46,7 +46,7 @@ from .compiled import kernels, note_numpy
 
 #: range functions the kernel evaluates, by code
 CODES = {"rate": 0, "increase": 1, "delta": 2, "changes": 3, "resets": 4, "count_over_time": 5,
-         "last_over_time": 6, "present_over_time": 7}
+         "last_over_time": 6, "present_over_time": 7, "max_over_time": 8, "min_over_time": 9}
 _EXTRAPOLATED = (0, 1, 2)
 
 
@@ -161,8 +161,8 @@ class Tape:
         self._fam_of: list[int] = []  # per slot: family index
         self._row_of: list[int] = []  # per slot: row in its family
         self._row_slot: list[np.ndarray] = []  # per family: slot of each row (-1: none yet)
-        self._groups: list[tuple[object, np.ndarray, np.ndarray]] | None = None
-        self._cgroups: _CompiledGroups | None = None   # ``_groups`` as the compiled kernel takes them
+        self._groups: list[tuple[object, np.ndarray, np.ndarray]] | None = None   # (the numpy extension's)
+        self._slot_arrays = _SlotArrays()   # ``_fam_of`` / ``_row_of`` as arrays, for the compiled extension
         self._pending: list[int] = []  # slots added since the last sync
         self.resets = 0
         self._alloc(16, capacity)
@@ -244,7 +244,6 @@ class Tape:
         extends; a window reads columns below N only (and ``POS`` at ranks below a slot's count: a cell past it
         is only read where the window is empty, and the value is masked). So rows and columns never used are
         never touched (no page of them is faulted in) and growing copies only what was written."""
-        self.cap_s, self.cap_t = n_slots, cap
         # V: values; CS: present samples in columns [0, k); PV: last present column <= k; POS: column of the
         # j-th present sample; RC: counter resets in columns [0, k]; CC: value changes in columns [0, k]; LR: last
         # reset column <= k (0 if none). The value before a reset at column c is V[PV[c - 1]].
@@ -256,10 +255,21 @@ class Tape:
         # The summaries are (slots, columns) views of the records' fields (`V`, `CS`, ...); ``_flat`` has them as flat
         # views (cell ``column * cap_s + slot``: numpy's fancy indexing, never ``take``, which copies a strided array).
         # The buffer is fresh, or one a released tape gave back (see `release`).
+        # A pooled buffer (a released tape's) is laid out as that tape had it where it can be: with its slot
+        # capacity, when its size is a whole number of (columns + 1) * record columns of slots (``_buffer`` gives
+        # one of at most twice the size asked for, so at most twice the slots). The cells this tape uses then lie
+        # on the pages the earlier tape used, which are in memory already; with another slot capacity (an episode
+        # with a few more or fewer series, rounded to another multiple of ``SLOT_ROUND``) a column's used slots
+        # start on other pages, and a Train Ticket marathon faulted ~4000 of them in again.
         it = np.dtype(self._int_dtype(n_slots, cap))
         w = 4 if it.itemsize == 4 else 8   # float64 words per record
         n = (cap + 1) * n_slots * w
         buf = _buffer(n)
+        if buf.size != n and buf.size % ((cap + 1) * w) == 0:
+            s2 = buf.size // ((cap + 1) * w)
+            if np.dtype(self._int_dtype(s2, cap)) == it:
+                n_slots, n = s2, buf.size
+        self.cap_s, self.cap_t = n_slots, cap
         self._bufs = [buf]
         cells = buf[:n].reshape(cap + 1, n_slots, w)
         ints = cells.view(it)               # (columns + 1, slots, 8): the value takes the first 8 bytes
@@ -280,7 +290,7 @@ class Tape:
         bufs = self._bufs
         self._alloc(1, 1)   # placeholders (below the pool's size), nothing synced
         self.N = 0
-        self._groups = self._cgroups = None
+        self._groups = None
         self._pending = []
         _give_back(bufs)
 
@@ -356,15 +366,19 @@ class Tape:
             # slice (basic indexing), not through the index array (the same cells)
             lo = int(sl[0])
             part = slice(lo, lo + len(sl)) if np.array_equal(sl, np.arange(lo, lo + len(sl))) else sl
-            new = self._fam_groups(part)
-            self._extend(part, sl, new, 0, self.N)
+            if kernels() is not None:
+                # (the compiled extension reads each slot's family and row from `_SlotArrays`: no family groups;
+                # the numpy extension's are made again if it runs later)
+                self._extend(part, sl, None, 0, self.N)
+                self._groups = None
+            else:
+                new = self._fam_groups(part)
+                self._extend(part, sl, new, 0, self.N)
+                if self._groups is not None:   # the new slots join their families' groups
+                    self._groups = self._merge_groups(self._groups, [(fam, sl[m], rows) for fam, m, rows in new])
             self._pending = []
-            if self._groups is not None:   # the new slots join their families' groups
-                self._groups = self._merge_groups(self._groups, [(fam, sl[m], rows) for fam, m, rows in new])
-        if self._groups is None:
-            self._groups = self._fam_groups(slice(0, S))
         if n > self.N:
-            if not self._extend(slice(0, S), np.arange(S, dtype=np.intp), self._groups, self.N, n):
+            if not self._extend(slice(0, S), None, None, self.N, n):
                 self.resets += 1  # a column already read was rewritten: start again
                 self._start(S, n)
                 return
@@ -372,23 +386,35 @@ class Tape:
 
     def _start(self, S: int, n: int) -> None:
         self._pending = []
-        self._groups = self._fam_groups(slice(0, S))
-        self._extend(slice(0, S), np.arange(S, dtype=np.intp), self._groups, 0, n)
+        self._groups = None
+        self._extend(slice(0, S), None, None, 0, n)
         self.N = n
 
-    def _extend(self, sl, idx: np.ndarray, groups, c0: int, c1: int) -> bool:
-        """Process columns [c0, c1) of the slots ``sl`` (a slice or the index array ``idx``). When
-        c0 > 0 the column c0 - 1 is read again and compared with the tape (False: it changed).
+    def _extend(self, sl, idx: np.ndarray | None, groups, c0: int, c1: int) -> bool:
+        """Process columns [c0, c1) of the slots ``sl`` (a slice or the index array ``idx``; None with ``sl`` the
+        slice of every slot, [0, S)). When c0 > 0 the column c0 - 1 is read again and compared with the tape
+        (False: it changed). ``groups``: the family groups of ``sl`` (`_fam_groups`), or None (the numpy path makes
+        them; every slot's are kept in ``_groups``).
 
         Computed as (columns, slots) blocks, the layout of the cells (column-major, see ``_alloc``): the writes
         are column stretches of the summaries' fields and the running sums and maxima run over the short time axis
         with the slots as the long inner loop (integer sums and maxima: the same numbers in any layout). The
         compiled kernel computes the same summaries slot by slot, every family in one call."""
-        if c1 <= c0 or not len(idx):
+        if idx is None:
+            if c1 <= c0 or sl.stop == 0:
+                return True
+        elif c1 <= c0 or not len(idx):
             return True
         nb = kernels()
         if nb is not None:   # the same summaries, one fused pass over the families' store rows (compiled.py)
-            return self._extend_compiled(nb, sl, idx, groups, c0, c1)
+            return self._extend_compiled(nb, sl, c0, c1)
+        if idx is None:
+            idx = np.arange(sl.stop, dtype=np.intp)
+            if self._groups is None:
+                self._groups = self._fam_groups(sl)
+            groups = self._groups
+        elif groups is None:
+            groups = self._fam_groups(sl)
         t_np = time.process_time()
         try:
             return self._extend_numpy(sl, idx, groups, c0, c1)
@@ -462,63 +488,75 @@ class Tape:
         return True
 
 
-    def _extend_compiled(self, nb, sl, idx, groups, c0: int, c1: int) -> bool:
-        """``_extend`` by the compiled kernel, every family in one call. A family whose column c0 - 1 changed stops
-        it (False) with nothing written: the tape then starts again from column 0 (``sync``)."""
-        g = self._compiled_groups(groups, sl, idx)
-        datas = [fam._data for fam in g.fams]
-        if g.datas is not None and all(d is k for d, k in zip(datas, g.datas)) and \
-                [d.shape for d in datas] == g.shapes_seen:
-            addrs, shapes = g.addrs, g.shapes
+    def _extend_compiled(self, nb, sl, c0: int, c1: int) -> bool:
+        """``_extend`` by the compiled kernel, every slot of ``sl`` (a slice or an index array) in one call, each
+        reading its family's store row (`_SlotArrays`). A slot whose column c0 - 1 changed stops it (False) with
+        nothing written: the tape then starts again from column 0 (``sync``)."""
+        sa = self._slot_arrays
+        sa.update(self)
+        fams, rows = sa.fam[: sa.n], sa.row[: sa.n]
+        if isinstance(sl, slice):
+            slots = np.arange(sl.start or 0, sl.stop, dtype=np.intp)
+            fams, rows = fams[sl], rows[sl]
         else:
-            # C-contiguous float64 arrays (the store's) are read in place, their addresses kept while the same
-            # arrays (same objects, same shapes: the store replaces an array when it grows) serve; anything else
-            # is read from a copy made for this call
-            held = [d if d.dtype == np.float64 and d.ndim == 2 and d.flags.c_contiguous
-                    else np.ascontiguousarray(d, dtype=np.float64).reshape(d.shape[0], -1) for d in datas]
-            addrs = np.array([a.ctypes.data for a in held], dtype=np.intp)
-            shapes = np.array([a.shape for a in held], dtype=np.intp).reshape(len(held), 2)
-            if all(a is d for a, d in zip(held, datas)):
-                g.datas, g.addrs, g.shapes, g.shapes_seen = datas, addrs, shapes, [d.shape for d in datas]
-        done = nb.extend(addrs, shapes, g.starts, g.rows, g.slots, c0, c1, c0 > 0, self._cells, self._ints, self._f0)
+            slots = np.ascontiguousarray(sl, dtype=np.intp)
+            fams, rows = fams[slots], rows[slots]
+        addrs, shapes, held = sa.arrays(self._fams)   # (``held``: alive until the call returns)
+        done = nb.extend(addrs, shapes, fams, rows, slots, c0, c1, c0 > 0, self._cells, self._ints, self._f0)
         if done < 0:
             raise IndexError(f"tape: columns [{c0}, {c1}) or rows beyond a family's store array")
         return done == 1
 
-    def _compiled_groups(self, groups, sl, idx) -> "_CompiledGroups":
-        """``groups`` as the compiled kernel takes them (one array of rows and one of slots, with each family's
-        start), kept for the tape's own groups (every sync after the first), made afresh for others (new slots)."""
-        cg = self._cgroups
-        if cg is not None and cg.groups is groups:
-            return cg
-        cg = _CompiledGroups(groups, sl, idx)
-        if groups is self._groups:
-            self._cgroups = cg
-        return cg
 
+class _SlotArrays:
+    """A tape's per-slot family index and store row as int arrays (appended as slots are registered), and its
+    families' store arrays by address (kept while the same arrays serve), for the compiled extension."""
 
-class _CompiledGroups:
-    """Families of a sync for the compiled extension: the families, the start of each one's rows, the store rows and
-    the tape slots, in one array each; the families' arrays (addresses, shapes) once `Tape._extend_compiled` has
-    them."""
+    __slots__ = ("fam", "row", "n", "datas", "held", "addrs", "shapes")
 
-    __slots__ = ("groups", "fams", "starts", "rows", "slots", "datas", "addrs", "shapes", "shapes_seen")
+    def __init__(self):
+        self.fam = np.zeros(64, dtype=np.intp)
+        self.row = np.zeros(64, dtype=np.intp)
+        self.n = 0
+        self.datas: list = []
+        self.held: list = []
+        self.addrs = np.zeros(0, dtype=np.intp)
+        self.shapes = np.zeros((0, 2), dtype=np.intp)
 
-    def __init__(self, groups, sl, idx):
-        self.groups = groups
-        self.fams = [fam for fam, _, _ in groups]
-        self.starts = np.zeros(len(groups) + 1, dtype=np.intp)
-        self.starts[1:] = np.cumsum([len(m) for _, m, _ in groups])
-        if groups:
-            rows = np.concatenate([r for _, _, r in groups])
-            pos = np.concatenate([m for _, m, _ in groups])
+    def update(self, tape) -> None:
+        """Append the slots registered since the last update (the tape's lists only grow)."""
+        S = len(tape._row_of)
+        n = self.n
+        if S == n:
+            return
+        if S > len(self.fam):
+            cap = max(S, 2 * len(self.fam))
+            fam, row = np.zeros(cap, dtype=np.intp), np.zeros(cap, dtype=np.intp)
+            fam[:n], row[:n] = self.fam[:n], self.row[:n]
+            self.fam, self.row = fam, row
+        self.fam[n:S] = tape._fam_of[n:S]
+        self.row[n:S] = tape._row_of[n:S]
+        self.n = S
+
+    def arrays(self, fams: list) -> tuple:
+        """(addresses, shapes, the arrays addressed: the caller holds them during its call) of the families' store
+        arrays: C-contiguous float64 arrays (the store's) are read in
+        place, their addresses kept while the same arrays (same objects; the store replaces an array when it
+        grows; an array held here cannot be resized in place: numpy's reference check refuses) serve; anything
+        else is read from a copy made for this call."""
+        datas = self.datas
+        if len(datas) == len(fams) and all(f._data is d for f, d in zip(fams, datas)):
+            return self.addrs, self.shapes, self.held
+        datas = [f._data for f in fams]
+        held = [d if d.dtype == np.float64 and d.ndim == 2 and d.flags.c_contiguous
+                else np.ascontiguousarray(d, dtype=np.float64).reshape(d.shape[0], -1) for d in datas]
+        addrs = np.array([a.ctypes.data for a in held], dtype=np.intp)
+        shapes = np.array([a.shape for a in held], dtype=np.intp).reshape(len(held), 2)
+        if all(a is d for a, d in zip(held, datas)):
+            self.datas, self.held, self.addrs, self.shapes = datas, held, addrs, shapes
         else:
-            rows = pos = np.zeros(0, dtype=np.intp)
-        lo = sl.start if isinstance(sl, slice) else None   # positions in ``sl`` -> slots
-        slots = (pos if lo == 0 else pos + lo) if lo is not None else idx[pos]
-        self.rows = np.ascontiguousarray(rows, dtype=np.intp)
-        self.slots = np.ascontiguousarray(slots, dtype=np.intp)
-        self.datas = self.addrs = self.shapes = self.shapes_seen = None
+            self.datas, self.held = [], []
+        return addrs, shapes, held
 
 
 class KernelSpec:
@@ -556,23 +594,65 @@ class KernelSpec:
                 self.runs = (np.diff(np.append(starts, R)), run_r, run_o, run_r + run_o)
 
 
-def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None):
-    """(values, present), each (rows, times), for the spec's rows at evaluation times (ms)."""
+def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None,
+                  out: tuple | None = None):
+    """(values, present), each (rows, times), for the spec's rows at evaluation times (ms). ``out``: (values,
+    present) arrays of that shape (float64, bool; C-contiguous) to write them into (the caller's buffers, taken again
+    at every call: see ``program.Arena``) and return; by default fresh ones."""
     st = step_ms if step_ms is not None else int(round(tape.store.step_s * 1000))
     N = min(tape.N, tape.store.n_ticks)
     R, T = len(spec.slots), len(times)
+    if out is not None:
+        assert out[0].shape == (R, T) and out[1].shape == (R, T), "window_kernel: out of another shape"
     if N == 0 or R == 0:
-        return np.zeros((R, T)), np.zeros((R, T), bool)
+        if out is None:
+            return np.zeros((R, T)), np.zeros((R, T), bool)
+        out[0].fill(0.0)
+        out[1].fill(False)
+        return out
     cap = tape.cap_t
     nb = kernels()
     if nb is not None:   # the same values, one fused pass per (row, time) (compiled.py)
-        return nb.window(tape._cells, tape._ints, tape._f0, spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
-                         np.asarray(times, dtype=np.int64), int(t0_ms), int(st), int(N), int(cap),
-                         spec.has_counter, spec.has_rate)
+        ov, op = out if out is not None else (np.empty((R, T)), np.empty((R, T), dtype=bool))
+        nb.window(tape._cells, tape._ints, tape._f0, spec.slots, spec.range_ms, spec.offset_ms, spec.codes, spec.rs_row,
+                  np.asarray(times, dtype=np.int64), int(t0_ms), int(st), int(N), int(cap),
+                  spec.has_counter, spec.has_rate, ov, op)
+        return ov, op
     t_np = time.process_time()
-    out = _window_numpy(tape, spec, times, t0_ms, st, N, R, T, cap)
+    v, p = _window_numpy(tape, spec, times, t0_ms, st, N, R, T, cap)
     note_numpy(time.process_time() - t_np)   # (counts towards loading the compiled kernels, see compiled.py)
+    if out is None:
+        return v, p
+    out[0][...] = v
+    out[1][...] = p
     return out
+
+
+def _extreme(V: np.ndarray, base: np.ndarray, S: int, first: np.ndarray, last: np.ndarray, has: np.ndarray,
+             is_max: bool) -> np.ndarray:
+    """``max_over_time`` / ``min_over_time`` of (rows, times) windows whose present samples lie in the columns
+    ``first .. last`` of each row's slot (``base``: the slots, (rows, 1); ``V``: the flat values, cell
+    ``column * S + slot``), as ``rangefuncs`` defines it: the first present sample, replaced by each strictly
+    greater (smaller) one in column order (a NaN cell is absent: no comparison holds for it). 0.0 where ``has`` is
+    False.
+
+    >>> V = np.array([3.0, np.nan, -0.0, 5.0, 0.0, 5.0])   # one slot (S = 1), columns 0..5
+    >>> one = np.zeros((1, 1), dtype=np.intp)
+    >>> _extreme(V, one, 1, np.array([[0]]), np.array([[5]]), np.array([[True]]), True).tolist()
+    [[5.0]]
+    >>> m = _extreme(V, one, 1, np.array([[2]]), np.array([[4]]), np.array([[True]]), False)   # -0.0 first: kept
+    >>> float(m[0, 0]), np.signbit(m[0, 0])
+    (-0.0, np.True_)
+    """
+    m = np.where(has, V[base + first * S], 0.0)
+    L = int((last - first).max()) + 1 if has.any() else 0
+    for k in range(1, L):
+        j = first + k
+        inside = has & (j <= last)
+        x = V[base + np.where(inside, j, first) * S]
+        better = (x > m) if is_max else (x < m)
+        m = np.where(inside & better, x, m)
+    return m
 
 
 def _window_numpy(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int, st: int, N: int, R: int, T: int,
@@ -678,6 +758,8 @@ def _window_numpy(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int, s
             out_v[rows] = cnt[rows].astype(np.float64)
         elif c == 6:
             out_v[rows] = V[ilast[rows]]
+        elif c in (8, 9):
+            out_v[rows] = _extreme(V, base[rows], S, first[rows], last[rows], has[rows], c == 8)
         else:
             out_v[rows] = 1.0
         out_p[rows] = has[rows]

@@ -105,6 +105,14 @@ def _kernel_both(monkeypatch, tape_np, tape_nb, spec, times, t0):
     assert np.where(p0, v0, 0.0).tobytes() == np.where(p0, v1, 0.0).tobytes()
     same = (v0.view(np.int64) == v1.view(np.int64)) | (np.isnan(v0) & np.isnan(v1))
     assert same.all()
+    # into the caller's buffers (filled with garbage first: every cell is written), both paths: the same arrays
+    for mode, tape, v, p in (("0", tape_np, v0, p0), ("1", tape_nb, v1, p1)):
+        monkeypatch.setenv("SREMARATHON_NUMBA", mode)
+        ov, op = np.full(v.shape, np.nan), np.ones(p.shape, bool)
+        ov.view(np.int64)[::2] = 12345
+        got = window_kernel(tape, spec, times, t0, ST, out=(ov, op))
+        assert got[0] is ov and got[1] is op
+        assert np.array_equal(op, p) and ov.tobytes() == v.tobytes()
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -85,7 +85,7 @@ def test_arrays_not_readable_in_place_are_read_from_a_fresh_copy_each_sync(monke
     x, y = _both(monkeypatch, run)
     assert x.N == y.N == 60 and x.resets == y.resets == 0
     _tapes_equal(x, y)
-    assert y._cgroups is not None and y._cgroups.datas is None   # no address kept for a copied array
+    assert y._slot_arrays.datas == [] and y._slot_arrays.held == []   # no address kept for a copied array
 
 
 def test_kernel_refuses_rows_and_columns_beyond_a_familys_array():
@@ -97,11 +97,11 @@ def test_kernel_refuses_rows_and_columns_beyond_a_familys_array():
     data = np.arange(12.0).reshape(3, 4)
     addrs = np.array([data.ctypes.data], np.intp)
     shapes = np.array([[3, 4]], np.intp)
-    starts = np.array([0, 2], np.intp)
+    fams = np.array([0, 0], np.intp)    # (both slots read family 0)
     slots = np.array([0, 1], np.intp)
 
     def call(rows, c0, c1):
-        return nb.extend(addrs, shapes, starts, np.array(rows, np.intp), slots, c0, c1, c0 > 0, cells, ints, 2)
+        return nb.extend(addrs, shapes, fams, np.array(rows, np.intp), slots, c0, c1, c0 > 0, cells, ints, 2)
 
     assert call([0, 3], 0, 2) == -1      # row 3 of a 3-row array
     assert call([0, -1], 0, 2) == -1

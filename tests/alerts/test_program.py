@@ -111,6 +111,8 @@ EXPRS = [
     "histogram_quantile(0.7, hs_bucket - 1)", "histogram_quantile(0.2, hs_bucket * -1)",
     "histogram_quantile(0.6, hs_bucket / 0)", "histogram_quantile(1, hs_bucket)", "histogram_quantile(0, hs_bucket)",
     "max_over_time(a[2m]) - min_over_time(a[3m])", "count(max_over_time(a[1m]) > 0) + 1",
+    # (max / min_over_time are kernel rows; the range groups' numpy steps: avg / sum_over_time)
+    "avg_over_time(a[2m]) - sum_over_time(a[3m])", "count(avg_over_time(a[1m]) > 0) + 1",
     "sum by (g) (a) / count by (g) (a) > bool 0",
 ]
 
@@ -188,6 +190,51 @@ def test_program_equals_numpy_nodes_on_random_stores(zero_ties, compact, monkeyp
     # (a / b makes -0.0 next to 0.0 under a max now and then even without -0.0 in the store, and a histogram bucket
     # is missing now and then: the numpy path)
     assert (0 if zero_ties else calls // 3) < ran < calls
+
+
+def test_arena_taken_again_gives_the_fresh_arena_results(monkeypatch):
+    """The plan's arena (``program.Arena``) is taken again at every call: filled with garbage before each call
+    (random bits, NaN, True presence) the results are still the numpy nodes' bits (every arena cell read is written
+    in the call first), and the results of earlier calls, kept by the caller, do not change at later calls (they are
+    copies of the roots' rows, not views of the arena). A stopped call drops the buffers."""
+    rng = np.random.default_rng(11)
+    store, fams, _, _, plan = _random_plan(rng, EXPRS, 40)
+    kept = []
+    n_a = 5
+    for tick in range(40):
+        if tick % 9 == 4:
+            n_a += 1
+        _write(rng, store, fams, tick, n_a, False)
+        if tick < 2:
+            continue
+        ar = plan._arena
+        if ar is not None and ar.v is not None:
+            ar.v[:] = rng.normal(0, 1e6, ar.v.size)
+            ar.v[rng.random(ar.v.size) < 0.3] = np.nan
+            ar.v.view(np.int64)[rng.random(ar.v.size) < 0.1] = -1   # (a NaN payload)
+            ar.p[:] = rng.random(ar.p.size) < 0.5
+            if ar.kv is not None:
+                ar.kv[:] = np.nan
+                ar.kp[:] = True
+        T = int(rng.integers(1, 9))
+        times = np.arange(tick - T + 1, tick + 1, dtype=np.int64) * 15000
+        before = plan.program_calls
+        got = plan.evaluate(times)
+        if plan.program_calls == before:
+            assert plan._arena.v is None   # (stopped: dropped)
+        kept.append([(x, None if not isinstance(x, Vec) else (x.v.copy(), x.p.copy())) for x in got])
+        PL.PROGRAM = False
+        try:
+            want = plan.evaluate(times)
+        finally:
+            PL.PROGRAM = True
+        for name, x, y in zip(EXPRS, got, want):
+            _same(x, y, (tick, name))
+    assert plan.program_calls > 10 and plan.builds >= 3
+    for res in kept:
+        for x, c in res:
+            if c is not None:
+                assert np.array_equal(_bits(x.v), _bits(c[0])) and np.array_equal(x.p, c[1])
 
 
 def test_program_stops_at_max_min_of_signed_zeros():
@@ -402,3 +449,54 @@ def test_kids_and_fields_per_type_equal_their_definitions():
         check(twin, seen)
     types = set(seen.values())
     assert {PL._Agg, PL._Sel, PL._VecScalar, PL._VecVec, PL._Const, PL._Range, PL._Generic} <= types
+
+
+def test_root_rows_are_each_roots_arena_rows_in_rule_order():
+    """``Program._root_rows`` (one ``repeat`` plus a running index) against its definition, row by row."""
+    from sremarathon_env.alerts.program import Program
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        outs = [None if rng.random() < 0.2 else tuple(int(x) for x in rng.integers(0, 1000, 2)) + (int(rng.integers(0, 30)),)
+                for _ in range(int(rng.integers(0, 10)))]
+        p = Program()
+        p.outs = outs
+        vi, pi, spans = p._root_rows()
+        v2, p2, s2 = [], [], []
+        for o in outs:
+            if o is None:
+                s2.append(None)
+                continue
+            a = len(v2)
+            v2.extend(range(o[0], o[0] + o[2]))
+            p2.extend(range(o[1], o[1] + o[2]))
+            s2.append((a, len(v2)))
+        assert vi.tolist() == v2 and pi.tolist() == p2 and spans == s2 and vi.dtype == pi.dtype == np.intp
+
+
+def test_released_arenas_serve_the_next_plans_and_change_no_result(monkeypatch):
+    """An engine's release gives its plan's arena buffers to the next plans (``program._ARENA_POOL``, bounded): the
+    next plan's calls take them (holding the earlier plan's values) and still give the numpy nodes' bits; the released
+    plan, used again, takes buffers afresh and agrees too."""
+    from sremarathon_env.alerts import program
+
+    monkeypatch.setattr(program, "_ARENA_POOL", {"v": [], "p": [], "kv": [], "kp": []})
+    exprs = [e for e in EXPRS if not any(w in e for w in ("max", "min", "histogram"))]   # (no stops)
+    rng = np.random.default_rng(12)
+    first = _random_plan(rng, exprs, 30, 20)
+    times = np.arange(12, 20, dtype=np.int64) * 15000
+    assert _both(first[4], times, exprs) == 1
+    held = {k: getattr(first[4]._arena, k) for k in ("v", "p", "kv", "kp")}
+    assert all(b is not None for b in held.values())
+    first[4]._arena.release()
+    assert first[4]._arena.v is None and all(len(program._ARENA_POOL[k]) == 1 for k in held)
+    second = _random_plan(rng, exprs, 30, 24)
+    ran = _both(second[4], np.arange(20, 24, dtype=np.int64) * 15000, exprs)   # (4 times: fits the pooled ones)
+    ar = second[4]._arena
+    assert ran == 1 and ar.v is held["v"] and ar.p is held["p"]   # (the pooled buffers were taken)
+    assert _both(first[4], times, exprs) == 1   # the released plan again: fresh buffers, same results
+    assert first[4]._arena.v is not held["v"]
+    for _ in range(3):
+        first[4]._arena.release()
+        second[4]._arena.release()
+    assert all(len(program._ARENA_POOL[k]) <= program.ARENA_POOL_MAX for k in held)

@@ -274,6 +274,47 @@ def test_released_buffers_serve_the_next_tape_and_change_no_result(monkeypatch):
     assert len({id(b) for b in tape_mod._POOL}) == len(tape_mod._POOL)
 
 
+def test_a_pooled_buffer_keeps_its_slot_capacity_and_changes_no_result(monkeypatch):
+    # a tape taking a released tape's buffer lays it out with that tape's slot capacity (the same pages for the
+    # same cells) where the buffer fits (up to twice the slots asked for); results are a fresh tape's
+    import sremarathon_env.alerts.tape as tape_mod
+
+    monkeypatch.setattr(tape_mod, "_POOL", [])
+    monkeypatch.setattr(tape_mod, "POOL_MIN_BYTES", 0)
+    windows = [(name, r, o) for name in CODES for r, o in ((300_000, 0), (900_000, 60_000))]
+
+    def run(tape, store, n_rows):
+        fam = store.families("c_total")[0]
+        rows = np.arange(n_rows)
+        slots = tape.slots([(fam, int(r)) for r in rows])
+        for a in range(0, 120, 8):
+            _check_kernel(tape, store, fam, rows, slots, windows, a)
+
+    big_store, small_store = _store(7, 100, 120), _store(8, 60, 120)
+    big = Tape(big_store, capacity=130)
+    run(big, big_store, 100)
+    assert big.cap_s == 512      # (4 x 100, rounded)
+    big.release()
+    small = Tape(small_store, capacity=130)
+    run(small, small_store, 60)
+    assert small.cap_s == 512    # (4 x 60 rounds to 256: the pooled buffer's 512 taken as it was laid out)
+    fresh = Tape(small_store, capacity=130)
+    run(fresh, small_store, 60)
+    assert fresh.cap_s == 256    # (no pooled buffer left)
+    for name, _ in Tape._SUMMARIES:
+        a, b = getattr(small, name), getattr(fresh, name)
+        if name == "POS":   # (ranks at or past a slot's sample count are never written: compared below them)
+            seen = np.arange(120)[None, :] < fresh.CS[:60, 120][:, None]
+            assert np.array_equal(a[:60, :120][seen], b[:60, :120][seen])
+        else:
+            assert np.array_equal(a[:60, :120], b[:60, :120], equal_nan=name == "V"), name
+    # a buffer of another number of columns: the slot capacity asked for
+    small.release()
+    other = Tape(small_store, capacity=200)
+    run(other, small_store, 60)
+    assert other.cap_s == 256
+
+
 def test_small_arrays_are_not_pooled_and_slot_capacities_are_rounded(monkeypatch):
     import sremarathon_env.alerts.tape as tape_mod
 
@@ -332,3 +373,25 @@ def test_each_function_on_its_own_rows_equals_the_function_alone():
         v1, p1 = window_kernel(tape, KernelSpec(sl[rows], rng_ms[rows], off[rows], codes[rows]), times, 0, ST)
         assert np.array_equal(p[rows], p1), c
         assert v[rows].tobytes() == v1.tobytes(), c
+
+
+def test_max_min_over_time_follow_rangefuncs_on_special_values():
+    # the kernel's max / min_over_time (codes 8, 9) against the definition on signed zeros, infinities, negative
+    # values and gaps: the same presence and the same bits where present (which of 0.0 / -0.0 is kept included)
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, -3.5, 2.0, 7.25, -1e300, 5e-324, np.nan])
+    store = MetricStore(step_s=15.0, capacity=64)
+    fam = store.family("c_total", ("i",))
+    rows = fam.rows([(str(i),) for i in range(24)])
+    for k in range(150):
+        vals = special[rng.integers(0, len(special), 24)]
+        vals[rng.random(24) < 0.25] = np.nan
+        if k % 37 < 6:
+            vals[:6] = np.nan   # whole windows without a sample for some series
+        store.write(fam, rows, k, vals)
+    windows = [(name, r, o) for name in ("max_over_time", "min_over_time")
+               for r, o in ((60_000, 0), (300_000, 0), (120_000, 45_000), (900_000, 0))]
+    tape = Tape(store, capacity=16)
+    slots = tape.slots([(fam, int(r)) for r in rows])
+    for a in range(0, 142, 8):
+        _check_kernel(tape, store, fam, np.arange(24), slots, windows, a)
