@@ -83,6 +83,21 @@ class AlertTransition:
                 "fingerprint": self.fingerprint, "state": self.state, "value": self.value}
 
 
+_new_object = object.__new__
+
+
+def _transition(t: float, alertname: str, labels: dict, fingerprint: str, state: str, value: float) -> AlertTransition:
+    """``AlertTransition(t, alertname, labels, fingerprint, state, value)`` without the frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field): the same fields in the instance dict.
+
+    >>> _transition(1.0, "X", {"a": "1"}, "f", "firing", 2.5) == AlertTransition(1.0, "X", {"a": "1"}, "f", "firing", 2.5)
+    True
+    """
+    tr = _new_object(AlertTransition)
+    tr.__dict__.update(t=t, alertname=alertname, labels=labels, fingerprint=fingerprint, state=state, value=value)
+    return tr
+
+
 @dataclass
 class _Alert:
     rule: int
@@ -379,8 +394,20 @@ class AlertEngine:
     def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list, times_l: list | None = None) -> None:
         labels = vec.labels
         n = len(labels)
-        present = vec.p.any(axis=1).nonzero()[0] if n else None
-        present_rows = present.tolist() if n else []
+        # the rows present at some tick, and their presence and values as Python lists (the same bools and floats,
+        # read per tick): the whole arrays when every row is present, else the present rows' only
+        if n:
+            p_all = vec.p.tolist()
+            present_rows = [r for r, row in enumerate(p_all) if True in row]
+            if len(present_rows) == n:
+                pres_l, vals_l = p_all, vec.v.tolist()
+            elif present_rows:
+                pres_l = [p_all[r] for r in present_rows]
+                vals_l = vec.v[present_rows].tolist()
+            else:
+                pres_l = vals_l = []
+        else:
+            present_rows = pres_l = vals_l = []
         # label sets of present rows -> (fingerprint, labels, sample): by (rule name, rule labels, label set) for the
         # process (`_ROW_INFO`), and per row while the rule's label list is the same (equal to the one the row
         # entries were taken for)
@@ -412,41 +439,46 @@ class AlertEngine:
         fps = sorted(mine.union(rows_by_fp)) if mine else sorted(rows_by_fp)
         if not fps:
             return
-        # the present rows' presence and values as Python lists (the same bools and floats, read per tick)
-        if len(present_rows) == n:
-            pres_l, vals_l = vec.p.tolist(), vec.v.tolist()
-        elif present_rows:
-            pres_l, vals_l = vec.p[present].tolist(), vec.v[present].tolist()
-        else:
-            pres_l = vals_l = []
-        all_l = [False not in row for row in pres_l]
         if times_l is None:
             times_l = times.tolist()
         last_ms = times_l[-1]
-        absent = [False] * len(times_l)
+        for_ms = rule.for_ms
+        steady = self.steady_fast_path
+        active = self._active
+        changelog = self._changelog
         seq = 0
         for fp in fps:
             j = rows_by_fp.get(fp)
-            pres = pres_l[j] if j is not None else absent
-            vals = vals_l[j] if j is not None else None
             key = (ri, fp)
-            a = self._active.get(key)
-            if (self.steady_fast_path and a is not None and j is not None and a.state != "inactive" and all_l[j]
-                    and (a.state == "firing" or last_ms - a.active_at_ms < rule.for_ms)):
+            a = active.get(key)   # (an active alert is never ``inactive``: it leaves ``_active`` then)
+            if j is None:   # absent at every tick: an active alert resolves at the first
+                if a is not None:
+                    t_ms = times_l[0]
+                    self._deactivate(a, key, ri, rule, fp, t_ms, out, seq)
+                    seq += 1
+                    changelog.append(key)
+                continue
+            pres = pres_l[j]
+            vals = vals_l[j]
+            if (steady and a is not None and False not in pres
+                    and (a.state == "firing" or last_ms - a.active_at_ms < for_ms)):
                 # present at every tick, no transition: only the value moves (to the last tick's)
                 if a.set_value(rule, vals[-1]):
-                    self._changelog.append(key)
+                    changelog.append(key)
                 continue
-            # tick by tick (``a``: the alert while active, None while not); the key goes into the change log once,
-            # after its ticks, if anything of it changed (a reader takes the log's keys once each, between calls)
+            # tick by tick (``a``: the alert while active, None while not). The value of a present tick is taken
+            # when it matters (`set_value` of the latest present tick before a transition and at the end: the
+            # alert then holds what setting it at every tick gives; a value that went back to the one held does
+            # not count as a change). The key goes into the change log once, after its ticks, if anything of it
+            # changed (a reader takes the log's keys once each, between calls)
             changed = False
+            due = -1   # the present tick whose value the active alert is still to take (-1: none)
             for k, t_ms in enumerate(times_l):
                 if pres[k]:
-                    v = vals[k]
-                    if a is not None and a.state != "inactive":
-                        if a.set_value(rule, v):
-                            changed = True
+                    if a is not None:
+                        due = k
                     else:
+                        v = vals[k]
                         lb, sample = info[fp]
                         h = self._history.get(key)
                         if h is None:
@@ -461,36 +493,50 @@ class AlertEngine:
                             a.episodes += 1
                             a.rev += 1
                         changed = True
-                        self._active[key] = a
-                        self._active_fps[ri].add(fp)
+                        active[key] = a
+                        mine.add(fp)
                         self._n_active[ri] += 1
-                        out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
+                        out.append((t_ms, ri, seq, _transition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
                         seq += 1
-                    if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
+                    if a.state == "pending" and t_ms - a.active_at_ms >= for_ms:
+                        if due >= 0:
+                            a.set_value(rule, vals[due])
+                            due = -1
                         a.state = "firing"
                         a.rev += 1
                         changed = True
                         a.firing_ms = t_ms
                         if a.first_firing_ms is None:
                             a.first_firing_ms = t_ms
-                        out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp, "firing", a.value)))
+                        out.append((t_ms, ri, seq, _transition(t_ms / 1000, rule.name, dict(a.labels), fp, "firing",
+                                                               a.value)))
                         seq += 1
-                elif a is not None and a.state != "inactive":
-                    was = a.state
-                    a.state = "inactive"
-                    a.rev += 1
-                    changed = True
-                    if was == "firing":
-                        a.resolved_ms = t_ms
-                    out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp,
-                                                               "resolved" if was == "firing" else "inactive", a.value)))
+                elif a is not None:
+                    if due >= 0:
+                        a.set_value(rule, vals[due])
+                        due = -1
+                    self._deactivate(a, key, ri, rule, fp, t_ms, out, seq)
                     seq += 1
-                    del self._active[key]
-                    self._active_fps[ri].discard(fp)
-                    self._n_active[ri] -= 1
+                    changed = True
                     a = None
+            if due >= 0 and a.set_value(rule, vals[due]):
+                changed = True
             if changed:
-                self._changelog.append(key)
+                changelog.append(key)
+
+    def _deactivate(self, a: _Alert, key: tuple, ri: int, rule, fp: str, t_ms: int, out: list, seq: int) -> None:
+        """``a`` (active) is absent at ``t_ms``: inactive (``resolved`` if it was firing), out of the active set;
+        its transition goes to ``out`` with ``seq``."""
+        was = a.state
+        a.state = "inactive"
+        a.rev += 1
+        if was == "firing":
+            a.resolved_ms = t_ms
+        out.append((t_ms, ri, seq, _transition(t_ms / 1000, rule.name, dict(a.labels), fp,
+                                               "resolved" if was == "firing" else "inactive", a.value)))
+        del self._active[key]
+        self._active_fps[ri].discard(fp)
+        self._n_active[ri] -= 1
 
     def active(self) -> list[dict]:
         """Alerts now pending or firing, sorted by (alertname, fingerprint)."""
