@@ -123,7 +123,8 @@ class _Alert:
     _d_rev: int = field(default=-1, repr=False, compare=False)
     #: the ``ann_src`` the current annotations were rendered from
     _ann_from: tuple | None = field(default=None, repr=False, compare=False)
-    #: `json_text` of revision ``_j_rev``, and the encoded parts that never change (name, labels, fingerprint)
+    #: `json_text` of revision ``_j_rev``, and the texts of the parts that never change (name, fingerprint, first
+    #: pending time, labels: with their neighbouring keys)
     _j: str | None = field(default=None, repr=False, compare=False)
     _j_rev: int = field(default=-1, repr=False, compare=False)
     _j_const: tuple | None = field(default=None, repr=False, compare=False)
@@ -141,10 +142,14 @@ class _Alert:
         the dict, which stays pending for the dict readers."""
         if self._j_rev != self.rev:
             if self._j_const is None:
+                # the constant texts between the state's values (`_state_parts`): after active_at, after episodes,
+                # after first_firing_at
                 name, fp = self.labels["alertname"], self.fingerprint
-                self._j_const = (_esc(name) if type(name) is str else _JSON.encode(name),
-                                 _encode_str_dict(self.labels),
-                                 _esc(fp) if type(fp) is str else _JSON.encode(fp), _ms_text(self.first_pending_ms))
+                self._j_const = (
+                    ',"alertname":' + (_esc(name) if type(name) is str else _JSON.encode(name)) + ',"annotations":',
+                    ',"fingerprint":' + (_esc(fp) if type(fp) is str else _JSON.encode(fp)) + ',"firing_since":',
+                    ',"first_pending_at":' + _ms_text(self.first_pending_ms) + ',"labels":' + _labels_text(self.labels)
+                    + ',"resolved_at":')
             skey = (self.state, self.active_at_ms, self.episodes, self.firing_ms, self.first_firing_ms,
                     self.resolved_ms)
             if self._j_state is None or self._j_state[0] != skey:
@@ -157,7 +162,7 @@ class _Alert:
             if src is not None:
                 ap = self._j_ann
                 if ap is None or ap[0] is not src[0] or (ap[1] is not src[1] and ap[1] != src[1]):
-                    ap = self._j_ann = (src[0], src[1], _ann_pieces(src[0], src[1]))
+                    ap = self._j_ann = (src[0], src[1], _ann_pieces_cached(src[0], src[1]))
                 pieces = ap[2]
                 if pieces is not None:
                     ann = pieces[0] if len(pieces) == 1 else go_float_cached(src[2]).join(pieces)
@@ -170,17 +175,14 @@ class _Alert:
     def _state_parts(self) -> tuple[str, str]:
         """The text before the annotations and between them and the value (keys in sorted order,
         `_SORTED_KEYS`, each value as ``_JSON`` encodes it)."""
-        name, labels, fp, first_pending = self._j_const
+        after_active, after_episodes, after_first_firing = self._j_const
         state = self.state if self.state != "inactive" else "resolved"
-        head = '{"active_at":' + _ms_text(self.active_at_ms) + ',"alertname":' + name + ',"annotations":'
+        head = '{"active_at":' + _ms_text(self.active_at_ms) + after_active
         mid = "".join((
-            ',"episodes":', _num(self.episodes),
-            ',"fingerprint":', fp,
-            ',"firing_since":', _ms_text(self.firing_ms),
-            ',"first_firing_at":', _ms_text(self.first_firing_ms),
-            ',"first_pending_at":', first_pending,
-            ',"labels":', labels,
-            ',"resolved_at":', _ms_text(self.resolved_ms),
+            ',"episodes":', _num(self.episodes), after_episodes,   # fingerprint, firing_since's key
+            _ms_text(self.firing_ms),
+            ',"first_firing_at":', _ms_text(self.first_firing_ms), after_first_firing,   # first_pending_at, labels
+            _ms_text(self.resolved_ms),
             ',"state":', _STATE_TEXT.get(state) or _JSON.encode(state),
             ',"value":'))
         return head, mid
@@ -299,6 +301,53 @@ def _ann_pieces(rule, sample: dict) -> tuple[str, ...] | None:
     cur.append("}")
     pieces.append("".join(cur))
     return tuple(pieces)
+
+
+#: `_encode_str_dict` of alert label sets and `_ann_pieces` of (rule, sample labels), by the items in their order
+#: (equal items, equal text; the rule by identity, kept in the entry so that its id is not reused); the label sets
+#: of one process's alerts recur across episodes. Each starts again past `TEXT_CACHE_MAX` entries.
+_LABELS_TEXT: dict[tuple, str] = {}
+_ANN_PIECES: dict[tuple, tuple] = {}
+
+
+def _labels_text(labels: dict) -> str:
+    """``_encode_str_dict(labels)``, cached by the items (the encoder for anything unhashable).
+
+    >>> _labels_text({"b": "2", "a": "x"}) == _encode_str_dict({"b": "2", "a": "x"}) == '{"a":"x","b":"2"}'
+    True
+    """
+    key = tuple(labels.items())
+    try:
+        text = _LABELS_TEXT.get(key)
+    except TypeError:   # (an unhashable value: not a label set of str)
+        return _encode_str_dict(labels)
+    if text is None:
+        text = _encode_str_dict(labels)
+        if len(_LABELS_TEXT) >= TEXT_CACHE_MAX:
+            _LABELS_TEXT.clear()
+        _LABELS_TEXT[key] = text
+    return text
+
+
+def _ann_pieces_cached(rule, sample: dict) -> tuple[str, ...] | None:
+    """``_ann_pieces(rule, sample)``, cached by (the rule's identity, the sample's items).
+
+    >>> rule = load_rule_pack().rules[0]
+    >>> _ann_pieces_cached(rule, {"pod": "p"}) == _ann_pieces(rule, {"pod": "p"})
+    True
+    """
+    key = (id(rule), tuple(sample.items()))
+    try:
+        hit = _ANN_PIECES.get(key)
+    except TypeError:   # (an unhashable value)
+        return _ann_pieces(rule, sample)
+    if hit is not None and hit[0] is rule:
+        return hit[1]
+    pieces = _ann_pieces(rule, sample)
+    if len(_ANN_PIECES) >= TEXT_CACHE_MAX:
+        _ANN_PIECES.clear()
+    _ANN_PIECES[key] = (rule, pieces)
+    return pieces
 
 
 def _encode_str_dict(d: dict) -> str:
