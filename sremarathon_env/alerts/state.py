@@ -83,6 +83,21 @@ class AlertTransition:
                 "fingerprint": self.fingerprint, "state": self.state, "value": self.value}
 
 
+_new_object = object.__new__
+
+
+def _transition(t: float, alertname: str, labels: dict, fingerprint: str, state: str, value: float) -> AlertTransition:
+    """``AlertTransition(t, alertname, labels, fingerprint, state, value)`` without the frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field): the same fields in the instance dict.
+
+    >>> _transition(1.0, "X", {"a": "1"}, "f", "firing", 2.5) == AlertTransition(1.0, "X", {"a": "1"}, "f", "firing", 2.5)
+    True
+    """
+    tr = _new_object(AlertTransition)
+    tr.__dict__.update(t=t, alertname=alertname, labels=labels, fingerprint=fingerprint, state=state, value=value)
+    return tr
+
+
 @dataclass
 class _Alert:
     rule: int
@@ -108,7 +123,8 @@ class _Alert:
     _d_rev: int = field(default=-1, repr=False, compare=False)
     #: the ``ann_src`` the current annotations were rendered from
     _ann_from: tuple | None = field(default=None, repr=False, compare=False)
-    #: `json_text` of revision ``_j_rev``, and the encoded parts that never change (name, labels, fingerprint)
+    #: `json_text` of revision ``_j_rev``, and the texts of the parts that never change (name, fingerprint, first
+    #: pending time, labels: with their neighbouring keys)
     _j: str | None = field(default=None, repr=False, compare=False)
     _j_rev: int = field(default=-1, repr=False, compare=False)
     _j_const: tuple | None = field(default=None, repr=False, compare=False)
@@ -126,10 +142,14 @@ class _Alert:
         the dict, which stays pending for the dict readers."""
         if self._j_rev != self.rev:
             if self._j_const is None:
+                # the constant texts between the state's values (`_state_parts`): after active_at, after episodes,
+                # after first_firing_at
                 name, fp = self.labels["alertname"], self.fingerprint
-                self._j_const = (_esc(name) if type(name) is str else _JSON.encode(name),
-                                 _encode_str_dict(self.labels),
-                                 _esc(fp) if type(fp) is str else _JSON.encode(fp), _ms_text(self.first_pending_ms))
+                self._j_const = (
+                    ',"alertname":' + (_esc(name) if type(name) is str else _JSON.encode(name)) + ',"annotations":',
+                    ',"fingerprint":' + (_esc(fp) if type(fp) is str else _JSON.encode(fp)) + ',"firing_since":',
+                    ',"first_pending_at":' + _ms_text(self.first_pending_ms) + ',"labels":' + _labels_text(self.labels)
+                    + ',"resolved_at":')
             skey = (self.state, self.active_at_ms, self.episodes, self.firing_ms, self.first_firing_ms,
                     self.resolved_ms)
             if self._j_state is None or self._j_state[0] != skey:
@@ -142,7 +162,7 @@ class _Alert:
             if src is not None:
                 ap = self._j_ann
                 if ap is None or ap[0] is not src[0] or (ap[1] is not src[1] and ap[1] != src[1]):
-                    ap = self._j_ann = (src[0], src[1], _ann_pieces(src[0], src[1]))
+                    ap = self._j_ann = (src[0], src[1], _ann_pieces_cached(src[0], src[1]))
                 pieces = ap[2]
                 if pieces is not None:
                     ann = pieces[0] if len(pieces) == 1 else go_float_cached(src[2]).join(pieces)
@@ -155,17 +175,14 @@ class _Alert:
     def _state_parts(self) -> tuple[str, str]:
         """The text before the annotations and between them and the value (keys in sorted order,
         `_SORTED_KEYS`, each value as ``_JSON`` encodes it)."""
-        name, labels, fp, first_pending = self._j_const
+        after_active, after_episodes, after_first_firing = self._j_const
         state = self.state if self.state != "inactive" else "resolved"
-        head = '{"active_at":' + _ms_text(self.active_at_ms) + ',"alertname":' + name + ',"annotations":'
+        head = '{"active_at":' + _ms_text(self.active_at_ms) + after_active
         mid = "".join((
-            ',"episodes":', _num(self.episodes),
-            ',"fingerprint":', fp,
-            ',"firing_since":', _ms_text(self.firing_ms),
-            ',"first_firing_at":', _ms_text(self.first_firing_ms),
-            ',"first_pending_at":', first_pending,
-            ',"labels":', labels,
-            ',"resolved_at":', _ms_text(self.resolved_ms),
+            ',"episodes":', _num(self.episodes), after_episodes,   # fingerprint, firing_since's key
+            _ms_text(self.firing_ms),
+            ',"first_firing_at":', _ms_text(self.first_firing_ms), after_first_firing,   # first_pending_at, labels
+            _ms_text(self.resolved_ms),
             ',"state":', _STATE_TEXT.get(state) or _JSON.encode(state),
             ',"value":'))
         return head, mid
@@ -286,6 +303,53 @@ def _ann_pieces(rule, sample: dict) -> tuple[str, ...] | None:
     return tuple(pieces)
 
 
+#: `_encode_str_dict` of alert label sets and `_ann_pieces` of (rule, sample labels), by the items in their order
+#: (equal items, equal text; the rule by identity, kept in the entry so that its id is not reused); the label sets
+#: of one process's alerts recur across episodes. Each starts again past `TEXT_CACHE_MAX` entries.
+_LABELS_TEXT: dict[tuple, str] = {}
+_ANN_PIECES: dict[tuple, tuple] = {}
+
+
+def _labels_text(labels: dict) -> str:
+    """``_encode_str_dict(labels)``, cached by the items (the encoder for anything unhashable).
+
+    >>> _labels_text({"b": "2", "a": "x"}) == _encode_str_dict({"b": "2", "a": "x"}) == '{"a":"x","b":"2"}'
+    True
+    """
+    key = tuple(labels.items())
+    try:
+        text = _LABELS_TEXT.get(key)
+    except TypeError:   # (an unhashable value: not a label set of str)
+        return _encode_str_dict(labels)
+    if text is None:
+        text = _encode_str_dict(labels)
+        if len(_LABELS_TEXT) >= TEXT_CACHE_MAX:
+            _LABELS_TEXT.clear()
+        _LABELS_TEXT[key] = text
+    return text
+
+
+def _ann_pieces_cached(rule, sample: dict) -> tuple[str, ...] | None:
+    """``_ann_pieces(rule, sample)``, cached by (the rule's identity, the sample's items).
+
+    >>> rule = load_rule_pack().rules[0]
+    >>> _ann_pieces_cached(rule, {"pod": "p"}) == _ann_pieces(rule, {"pod": "p"})
+    True
+    """
+    key = (id(rule), tuple(sample.items()))
+    try:
+        hit = _ANN_PIECES.get(key)
+    except TypeError:   # (an unhashable value)
+        return _ann_pieces(rule, sample)
+    if hit is not None and hit[0] is rule:
+        return hit[1]
+    pieces = _ann_pieces(rule, sample)
+    if len(_ANN_PIECES) >= TEXT_CACHE_MAX:
+        _ANN_PIECES.clear()
+    _ANN_PIECES[key] = (rule, pieces)
+    return pieces
+
+
 def _encode_str_dict(d: dict) -> str:
     """``_JSON.encode(d)`` for a dict of strings to strings (sorted keys, compact, ASCII), without the encoder's
     per-call set-up; anything else goes through the encoder."""
@@ -382,8 +446,21 @@ class AlertEngine:
     def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list, times_l: list | None = None) -> None:
         labels = vec.labels
         n = len(labels)
-        present = vec.p.any(axis=1).nonzero()[0] if n else None
-        present_rows = present.tolist() if n else []
+        # the rows present at some tick, and their presence and values as Python lists (the same bools and floats,
+        # read per tick): the whole arrays when every row is present, else the present rows' only
+        if n:
+            p_all = vec.p.tolist()
+            present_rows = [r for r, row in enumerate(p_all) if True in row]
+            if len(present_rows) == n:
+                pres_l, vals_l = p_all, vec.v.tolist()
+            elif present_rows:
+                pres_l = [p_all[r] for r in present_rows]
+                v = vec.v
+                vals_l = [v[r].tolist() for r in present_rows]   # (row by row: cheaper than an indexed copy)
+            else:
+                pres_l = vals_l = []
+        else:
+            present_rows = pres_l = vals_l = []
         # label sets of present rows -> (fingerprint, labels, sample): by (rule name, rule labels, label set) for the
         # process (`_ROW_INFO`), and per row while the rule's label list is the same (equal to the one the row
         # entries were taken for)
@@ -415,41 +492,46 @@ class AlertEngine:
         fps = sorted(mine.union(rows_by_fp)) if mine else sorted(rows_by_fp)
         if not fps:
             return
-        # the present rows' presence and values as Python lists (the same bools and floats, read per tick)
-        if len(present_rows) == n:
-            pres_l, vals_l = vec.p.tolist(), vec.v.tolist()
-        elif present_rows:
-            pres_l, vals_l = vec.p[present].tolist(), vec.v[present].tolist()
-        else:
-            pres_l = vals_l = []
-        all_l = [False not in row for row in pres_l]
         if times_l is None:
             times_l = times.tolist()
         last_ms = times_l[-1]
-        absent = [False] * len(times_l)
+        for_ms = rule.for_ms
+        steady = self.steady_fast_path
+        active = self._active
+        changelog = self._changelog
         seq = 0
         for fp in fps:
             j = rows_by_fp.get(fp)
-            pres = pres_l[j] if j is not None else absent
-            vals = vals_l[j] if j is not None else None
             key = (ri, fp)
-            a = self._active.get(key)
-            if (self.steady_fast_path and a is not None and j is not None and a.state != "inactive" and all_l[j]
-                    and (a.state == "firing" or last_ms - a.active_at_ms < rule.for_ms)):
+            a = active.get(key)   # (an active alert is never ``inactive``: it leaves ``_active`` then)
+            if j is None:   # absent at every tick: an active alert resolves at the first
+                if a is not None:
+                    t_ms = times_l[0]
+                    self._deactivate(a, key, ri, rule, fp, t_ms, out, seq)
+                    seq += 1
+                    changelog.append(key)
+                continue
+            pres = pres_l[j]
+            vals = vals_l[j]
+            if (steady and a is not None and False not in pres
+                    and (a.state == "firing" or last_ms - a.active_at_ms < for_ms)):
                 # present at every tick, no transition: only the value moves (to the last tick's)
                 if a.set_value(rule, vals[-1]):
-                    self._changelog.append(key)
+                    changelog.append(key)
                 continue
-            # tick by tick (``a``: the alert while active, None while not); the key goes into the change log once,
-            # after its ticks, if anything of it changed (a reader takes the log's keys once each, between calls)
+            # tick by tick (``a``: the alert while active, None while not). The value of a present tick is taken
+            # when it matters (`set_value` of the latest present tick before a transition and at the end: the
+            # alert then holds what setting it at every tick gives; a value that went back to the one held does
+            # not count as a change). The key goes into the change log once, after its ticks, if anything of it
+            # changed (a reader takes the log's keys once each, between calls)
             changed = False
+            due = -1   # the present tick whose value the active alert is still to take (-1: none)
             for k, t_ms in enumerate(times_l):
                 if pres[k]:
-                    v = vals[k]
-                    if a is not None and a.state != "inactive":
-                        if a.set_value(rule, v):
-                            changed = True
+                    if a is not None:
+                        due = k
                     else:
+                        v = vals[k]
                         lb, sample = info[fp]
                         h = self._history.get(key)
                         if h is None:
@@ -464,36 +546,50 @@ class AlertEngine:
                             a.episodes += 1
                             a.rev += 1
                         changed = True
-                        self._active[key] = a
-                        self._active_fps[ri].add(fp)
+                        active[key] = a
+                        mine.add(fp)
                         self._n_active[ri] += 1
-                        out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
+                        out.append((t_ms, ri, seq, _transition(t_ms / 1000, rule.name, dict(lb), fp, "pending", v)))
                         seq += 1
-                    if a.state == "pending" and t_ms - a.active_at_ms >= rule.for_ms:
+                    if a.state == "pending" and t_ms - a.active_at_ms >= for_ms:
+                        if due >= 0:
+                            a.set_value(rule, vals[due])
+                            due = -1
                         a.state = "firing"
                         a.rev += 1
                         changed = True
                         a.firing_ms = t_ms
                         if a.first_firing_ms is None:
                             a.first_firing_ms = t_ms
-                        out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp, "firing", a.value)))
+                        out.append((t_ms, ri, seq, _transition(t_ms / 1000, rule.name, dict(a.labels), fp, "firing",
+                                                               a.value)))
                         seq += 1
-                elif a is not None and a.state != "inactive":
-                    was = a.state
-                    a.state = "inactive"
-                    a.rev += 1
-                    changed = True
-                    if was == "firing":
-                        a.resolved_ms = t_ms
-                    out.append((t_ms, ri, seq, AlertTransition(t_ms / 1000, rule.name, dict(a.labels), fp,
-                                                               "resolved" if was == "firing" else "inactive", a.value)))
+                elif a is not None:
+                    if due >= 0:
+                        a.set_value(rule, vals[due])
+                        due = -1
+                    self._deactivate(a, key, ri, rule, fp, t_ms, out, seq)
                     seq += 1
-                    del self._active[key]
-                    self._active_fps[ri].discard(fp)
-                    self._n_active[ri] -= 1
+                    changed = True
                     a = None
+            if due >= 0 and a.set_value(rule, vals[due]):
+                changed = True
             if changed:
-                self._changelog.append(key)
+                changelog.append(key)
+
+    def _deactivate(self, a: _Alert, key: tuple, ri: int, rule, fp: str, t_ms: int, out: list, seq: int) -> None:
+        """``a`` (active) is absent at ``t_ms``: inactive (``resolved`` if it was firing), out of the active set;
+        its transition goes to ``out`` with ``seq``."""
+        was = a.state
+        a.state = "inactive"
+        a.rev += 1
+        if was == "firing":
+            a.resolved_ms = t_ms
+        out.append((t_ms, ri, seq, _transition(t_ms / 1000, rule.name, dict(a.labels), fp,
+                                               "resolved" if was == "firing" else "inactive", a.value)))
+        del self._active[key]
+        self._active_fps[ri].discard(fp)
+        self._n_active[ri] -= 1
 
     def active(self) -> list[dict]:
         """Alerts now pending or firing, sorted by (alertname, fingerprint)."""

@@ -80,14 +80,16 @@ def _reference_observable(ref: _Reference) -> dict:
                 a["labels"]) for k, a in ref.alerts.items()}
 
 
-@pytest.mark.parametrize("lists", ["fresh", "kept", "small_cache"])
+@pytest.mark.parametrize("lists,tmax", [("fresh", 9), ("kept", 9), ("small_cache", 9), ("fresh", 41), ("kept", 41)])
 @pytest.mark.parametrize("steady", [True, False])
 @pytest.mark.parametrize("seed", range(6))
-def test_step_rule_equals_the_tick_by_tick_definition(seed, steady, lists, monkeypatch):
+def test_step_rule_equals_the_tick_by_tick_definition(seed, steady, lists, tmax, monkeypatch):
     """``lists``: each call's label list a new list (``fresh``), or one list per rule kept, changed in place now and
     then (``kept``: the per-row entries of an equal list are reused, those of a changed one are not), or fresh lists
     with a row cache of the process that starts again every few label sets (``small_cache``). Row entries of the
-    process cache come from earlier tests' engines too (the same rules and label sets)."""
+    process cache come from earlier tests' engines too (the same rules and label sets). ``tmax``: calls of up to 8
+    ticks (as the env's steps give), or up to 40 (several pending, firing and resolved runs of one label set in a
+    call: the values taken only where they matter)."""
     import sremarathon_env.alerts.state as ST
 
     if lists == "small_cache":
@@ -115,7 +117,7 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady, lists, monke
     seen = set()
     values = [0.0, -0.0, 1.5, 2.0, float("nan"), 7.25]
     for step in range(60):
-        T = int(rng.integers(1, 9))
+        T = int(rng.integers(1, tmax))
         times = fast.interval_ms * np.arange(tick, tick + T, dtype=np.int64)
         tick += T
         out, expected = [], []
@@ -161,3 +163,52 @@ def test_step_rule_equals_the_tick_by_tick_definition(seed, steady, lists, monke
             assert a.json_text() == json.dumps(a.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     assert fast._history and any(a.episodes > 1 for a in fast._history.values())
     assert seen >= {"pending", "firing", "resolved", "inactive"}   # every transition happened
+
+
+def test_step_rule_takes_a_present_ticks_value_when_it_matters():
+    """Within one call the value of a present tick is taken only before a transition and at the end (`_step_rule`'s
+    ``due``): the firing transition carries the firing tick's value, the resolved one the last present tick's, the
+    alert ends with the last present tick's value, and a value that went back to the one held is no change (no
+    revision move, no change-log entry), as setting it at every tick gives."""
+    pack = load_rule_pack()
+    ri = next(i for i, r in enumerate(pack.rules) if r.for_ms >= 60_000)
+    rule = pack.rules[ri]
+    eng = AlertEngine(pack, MetricStore(step_s=15.0))
+    iv = eng.interval_ms
+    k_fire = -(-rule.for_ms // iv)   # the first tick at which an alert pending from tick 0 fires
+    T = k_fire + 4
+    lbs = [(("pod", "p0"),)]
+    v = np.arange(1.0, T + 1.0)[None, :]
+    p = np.ones((1, T), bool)
+    p[0, k_fire + 2] = False   # resolves there, pending again at the next tick
+    out: list = []
+    eng._step_rule(ri, rule, Vec(lbs, v, p), iv * np.arange(T, dtype=np.int64), out)
+    got = [(tr.state, tr.t, tr.value) for *_, tr in sorted(out, key=lambda x: x[:3])]
+    assert got == [("pending", 0.0, 1.0), ("firing", k_fire * iv / 1000, k_fire + 1.0),
+                   ("resolved", (k_fire + 2) * iv / 1000, k_fire + 2.0), ("pending", (k_fire + 3) * iv / 1000, T * 1.0)]
+    (key, a), = eng._history.items()
+    assert a.state == "pending" and a.value == T * 1.0 and a.episodes == 2
+    # values moving away and back within a call (tick by tick: no steady path): a change only where the last
+    # value differs from the one held
+    ri = next(i for i, r in enumerate(pack.rules) if r.for_ms >= 120_000)
+    rule = pack.rules[ri]
+    eng = AlertEngine(pack, MetricStore(step_s=15.0))
+    eng.steady_fast_path = False
+    tick = 0
+
+    def call(vals):
+        nonlocal tick
+        times = iv * np.arange(tick, tick + len(vals), dtype=np.int64)
+        tick += len(vals)
+        eng._step_rule(ri, rule, Vec(lbs, np.array([vals]), np.ones((1, len(vals)), bool)), times, [])
+
+    call([3.0])
+    call([3.0])   # (the annotation source now the alert's own sample labels: an unchanged value is no change)
+    (key, a), = eng._history.items()
+    assert tick * iv < rule.for_ms
+    for vals, moved in (([5.0, 6.0, 3.0], False), ([5.0, 7.0], True), ([8.0, 7.0], False)):
+        rev, pos = a.rev, len(eng._changelog)
+        call(vals)
+        assert a.state == "pending" and a.value == vals[-1]
+        assert (a.rev != rev) is moved and (len(eng._changelog) > pos) is moved, vals
+    assert tick * iv < rule.for_ms

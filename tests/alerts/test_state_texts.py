@@ -172,3 +172,28 @@ def test_annotations_set_from_outside_are_the_ones_encoded():
     a.annotations = {"summary": "set \u00e9"}
     a.rev += 1
     assert '"summary":"set \\u00e9"' in a.json_text() and a.json_text() == _dumps(a.to_dict())
+
+
+def test_label_text_and_annotation_piece_caches_are_exact_and_bounded(monkeypatch):
+    """`_labels_text` / `_ann_pieces_cached` give what `_encode_str_dict` / `_ann_pieces` give, for label sets met
+    again (equal items in another dict), in another order, for another rule object of equal content, for unhashable
+    values (no cache), and across the caches' restarts (a small bound)."""
+    monkeypatch.setattr(ST, "TEXT_CACHE_MAX", 5)
+    rng = random.Random(11)
+    pack = load_rule_pack()
+    rules = list(pack.rules) + [copy.copy(r) for r in pack.rules[:3]]   # equal rules, other objects
+    chars = 'ab"\\\u00e9 $.{}'
+    names = ["pod", "service", "namespace", "severity", "alertname"]
+    pool = [{n: "".join(rng.choice(chars) for _ in range(rng.randint(0, 4))) for n in rng.sample(names, 3)}
+            for _ in range(12)]
+    for _ in range(400):
+        d = dict(rng.choice(pool))
+        if rng.random() < 0.3:
+            d = dict(reversed(list(d.items())))
+        assert ST._labels_text(d) == ST._encode_str_dict(d)
+        rule = rng.choice(rules)
+        assert ST._ann_pieces_cached(rule, d) == ST._ann_pieces(rule, d)
+        assert len(ST._LABELS_TEXT) <= 5 and len(ST._ANN_PIECES) <= 5
+    bad = {"pod": ["p"]}   # unhashable: computed every time
+    assert ST._labels_text(bad) == ST._encode_str_dict(bad)
+    assert ST._ann_pieces_cached(rules[0], bad) == ST._ann_pieces(rules[0], bad)
