@@ -199,22 +199,24 @@ class Arena:
 
     def take(self, nv: int, np_: int, T: int):
         """(values (nv, T) float64, presence (np_, T) bool), C-contiguous views of the buffers (uninitialised)."""
-        v, p = self.v, self.p
-        if v is None or v.size < nv * T:
-            v = self.v = _grown("v", v, nv * T, np.float64)
-        if p is None or p.size < np_ * T:
-            p = self.p = _grown("p", p, np_ * T, np.bool_)
-        return v[:nv * T].reshape(nv, T), p[:np_ * T].reshape(np_, T)
+        return self._pair("v", "p", nv, np_, T)
 
     def kernel_out(self, R: int, T: int):
         """(values, presence) (R, T) buffers for the kernel group's window kernel (``tape.window_kernel``'s
         ``out``), uninitialised: the kernel writes every cell."""
-        v, p = self.kv, self.kp
-        if v is None or v.size < R * T:
-            v = self.kv = _grown("kv", v, R * T, np.float64)
-        if p is None or p.size < R * T:
-            p = self.kp = _grown("kp", p, R * T, np.bool_)
-        return v[:R * T].reshape(R, T), p[:R * T].reshape(R, T)
+        return self._pair("kv", "kp", R, R, T)
+
+    def _pair(self, kv: str, kp: str, nv: int, np_: int, T: int):
+        """The (nv, T) float64 and (np_, T) bool views of the buffers in slots ``kv`` and ``kp``, each grown
+        (``_grown``) where it is too small."""
+        v, p = getattr(self, kv), getattr(self, kp)
+        if v is None or v.size < nv * T:
+            v = _grown(kv, v, nv * T, np.float64)
+            setattr(self, kv, v)
+        if p is None or p.size < np_ * T:
+            p = _grown(kp, p, np_ * T, np.bool_)
+            setattr(self, kp, p)
+        return v[:nv * T].reshape(nv, T), p[:np_ * T].reshape(np_, T)
 
     def drop(self) -> None:
         self.v = self.p = self.kv = self.kp = None

@@ -141,12 +141,27 @@ def test_plans_with_and_without_the_empty_shortcut_agree_as_the_store_grows(seed
     assert on.builds == off.builds > 2
 
 
+def engine_run(pack, sim) -> tuple:
+    """An alert engine's transitions over 15 calls of a twin advanced call by call, and every rule's plan results
+    (label sets and presence) over eight ticks after them: what two variants of a build path must agree on."""
+    from sremarathon_env.alerts import AlertEngine
+
+    eng = AlertEngine(pack, sim.store)
+    out = []
+    for k in range(1, 16):
+        sim.advance_to(k * 120.0)
+        out += [(tr.t, tr.alertname, tuple(sorted(tr.labels.items())), tr.state, repr(tr.value))
+                for tr in eng.evaluate_until(k * 120.0)]
+    with np.errstate(all="ignore"):
+        res = eng._plan.evaluate(np.arange(100, 108, dtype=np.int64) * 15000)
+    return out, [None if isinstance(x, Exception) else (x.labels, _present(x)) for x in res]
+
+
 @pytest.mark.parametrize("app", ["online-boutique", "train-ticket", "astronomy-shop"])
 def test_alert_engine_results_equal_without_the_build_shortcuts(app, monkeypatch):
     """Twin runs: the engine's transitions and every rule's plan results with the shortcuts equal those without
     (the empty-rule shortcut off, first selections copied eagerly as before)."""
     from apps import load_app
-    from sremarathon_env.alerts import AlertEngine
     from sremarathon_env.backends.sim import SimBackend
 
     pack = load_rule_pack()
@@ -167,15 +182,7 @@ def test_alert_engine_results_equal_without_the_build_shortcuts(app, monkeypatch
                 return True
             monkeypatch.setattr(P, "_take_shared", eager)
         sim = sims[0 if variant == "on" else 1]
-        eng = AlertEngine(pack, sim.store)
-        out = []
-        for k in range(1, 16):
-            sim.advance_to(k * 120.0)
-            out += [(tr.t, tr.alertname, tuple(sorted(tr.labels.items())), tr.state, repr(tr.value))
-                    for tr in eng.evaluate_until(k * 120.0)]
-        with np.errstate(all="ignore"):
-            res = eng._plan.evaluate(np.arange(100, 108, dtype=np.int64) * 15000)
-        runs.append((out, [None if isinstance(x, Exception) else (x.labels, _present(x)) for x in res]))
+        runs.append(engine_run(pack, sim))
     assert runs[0] == runs[1]
 
 

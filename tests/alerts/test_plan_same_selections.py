@@ -16,7 +16,7 @@ from sremarathon_env.alerts import plan as P
 from sremarathon_env.telemetry.store import MetricStore
 
 from .test_plan import _present
-from .test_plan_empty import OTHER
+from .test_plan_empty import OTHER, engine_run
 
 #: expressions over the growing store's families whose selectors take some of a family's rows
 EXTRA = [
@@ -121,7 +121,6 @@ def test_alert_engine_results_equal_without_the_same_selection_keep(app, monkeyp
     """Twin runs: the engine's transitions and every rule's results equal those of walking every rule that reads a
     changed name."""
     from apps import load_app
-    from sremarathon_env.alerts import AlertEngine
     from sremarathon_env.backends.sim import SimBackend
 
     pack = load_rule_pack()
@@ -130,13 +129,5 @@ def test_alert_engine_results_equal_without_the_same_selection_keep(app, monkeyp
     for variant in ("on", "off"):
         monkeypatch.setattr(P, "SAME_SELECTIONS", variant == "on")
         sim = sims[0 if variant == "on" else 1]
-        eng = AlertEngine(pack, sim.store)
-        out = []
-        for k in range(1, 16):
-            sim.advance_to(k * 120.0)
-            out += [(tr.t, tr.alertname, tuple(sorted(tr.labels.items())), tr.state, repr(tr.value))
-                    for tr in eng.evaluate_until(k * 120.0)]
-        with np.errstate(all="ignore"):
-            res = eng._plan.evaluate(np.arange(100, 108, dtype=np.int64) * 15000)
-        runs.append((out, [None if isinstance(x, Exception) else (x.labels, _present(x)) for x in res]))
+        runs.append(engine_run(pack, sim))
     assert runs[0] == runs[1]
