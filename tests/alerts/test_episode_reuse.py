@@ -158,7 +158,7 @@ def test_plans_of_later_episodes_equal_plans_from_scratch():
 
     from sremarathon_env.alerts import PromQLEngine
     from sremarathon_env.alerts import plan as P
-    from sremarathon_env.alerts.plan import PackPlan, _selectors
+    from sremarathon_env.alerts.plan import PackPlan
 
     from .test_plan_growth import EXPRS, _pod_name, _same
     _clear_module_caches()

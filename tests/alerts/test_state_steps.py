@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sremarathon_env.alerts import AlertEngine, load_rule_pack
-from sremarathon_env.alerts.state import AlertTransition, _Alert, fingerprint
+from sremarathon_env.alerts.state import AlertTransition, fingerprint
 from sremarathon_env.alerts.values import Vec
 from sremarathon_env.telemetry.store import MetricStore
 
