@@ -75,13 +75,18 @@ def test_strict_rules_have_an_empty_plan_when_nothing_is_selected(filled, monkey
     assert names[-13:] == [f"x{OTHER.index(e)}" for e in OTHER[-13:]]
 
 
-def _growing_store(seed):
-    rng = np.random.default_rng(seed)
-    store = MetricStore(step_s=15.0)
-    fams = [store.family("kube_pod_container_status_waiting_reason", ("namespace", "pod", "container", "reason")),
+def pod_families(store) -> list:
+    """The four families the growing-store tests add pod (and service) rows to, in the order their draws index."""
+    return [store.family("kube_pod_container_status_waiting_reason", ("namespace", "pod", "container", "reason")),
             store.family("kube_pod_status_ready", ("namespace", "pod", "condition")),
             store.family("container_oom_events_total", ("namespace", "pod", "container")),
             store.family("up", ("job", "namespace", "service"))]
+
+
+def _growing_store(seed):
+    rng = np.random.default_rng(seed)
+    store = MetricStore(step_s=15.0)
+    fams = pod_families(store)
     steps = []
     for k in range(60):
         if rng.random() < 0.3:

@@ -16,7 +16,7 @@ from sremarathon_env.alerts import plan as P
 from sremarathon_env.telemetry.store import MetricStore
 
 from .test_plan import _present
-from .test_plan_empty import OTHER, engine_run
+from .test_plan_empty import OTHER, engine_run, pod_families
 
 #: expressions over the growing store's families whose selectors take some of a family's rows
 EXTRA = [
@@ -46,10 +46,7 @@ def test_plan_selected_by_definition():
 def _growing_store(seed):
     rng = np.random.default_rng(seed)
     store = MetricStore(step_s=15.0)
-    fams = [store.family("kube_pod_container_status_waiting_reason", ("namespace", "pod", "container", "reason")),
-            store.family("kube_pod_status_ready", ("namespace", "pod", "condition")),
-            store.family("container_oom_events_total", ("namespace", "pod", "container")),
-            store.family("up", ("job", "namespace", "service"))]
+    fams = pod_families(store)
     for k in range(80):
         for _ in range(int(rng.integers(0, 3))):
             pod = f"svc{int(rng.integers(3))}-abcdfghjkl-bcdfg{int(rng.integers(40))}"
