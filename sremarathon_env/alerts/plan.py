@@ -285,11 +285,8 @@ class _KernelGroup:
             self.n += len(rn.slots)
             rn.b = self.n
         if nodes:
-            sizes = np.asarray([len(rn.slots) for rn in nodes], dtype=np.intp)
-            self.spec = KernelSpec(np.concatenate([rn.slots for rn in nodes]),
-                                   np.repeat(np.asarray([rn.window[0] for rn in nodes], dtype=np.int64), sizes),
-                                   np.repeat(np.asarray([rn.window[1] for rn in nodes], dtype=np.int64), sizes),
-                                   np.repeat(np.asarray([rn.window[2] for rn in nodes], dtype=np.int8), sizes))
+            # (per node: its rows' slots and its window; the spec's per-row fields are found per node)
+            self.spec = KernelSpec.of_parts([rn.slots for rn in nodes], [rn.window for rn in nodes])
         self._stamp = None
         self._out = None
 
