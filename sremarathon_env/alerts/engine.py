@@ -30,8 +30,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
-from itertools import compress, repeat
-from operator import eq as _eq, itemgetter
+from operator import itemgetter
 from collections import OrderedDict
 
 import numpy as np
@@ -801,49 +800,10 @@ class PromQLEngine:
         return Vec(out_l, np.vstack(out_v), np.vstack(out_p))
 
 
-_ITEM_VA, _ITEM_LB, _ITEM_KEY = itemgetter(0), itemgetter(1), itemgetter(2)
-
-
 def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lbs: list, keys: list) -> None:
     """Append to ``rows``, ``lbs`` and ``keys`` the rows ``lo .. hi-1`` of a family (`PromQLEngine._row_info`:
     ``info[r]`` = (name and label values, label set, sort key), ``pos`` = label name -> position in the values)
-    whose values pass every matcher; a label a row lacks reads as "".
-
-    Equality matchers only (or none): the rows are picked in C (one tuple comparison per row); others row by row.
-
-    >>> info = [(("m", "a", "x"), "lb0", "k0"), (("m", "b", "x"), "lb1", "k1"), (("m", "a", "y"), "lb2", "k2")]
-    >>> pos = {"__name__": 0, "svc": 1, "zone": 2}
-    >>> rows, lbs, keys = [], [], []
-    >>> match_rows(info, pos, [S.Matcher("svc", "=", "a", None)], 0, 3, rows, lbs, keys)
-    >>> rows, lbs, keys
-    ([0, 2], ['lb0', 'lb2'], ['k0', 'k2'])
-    >>> rx = S.Matcher("svc", "=~", "a|b", re.compile("a|b"))
-    >>> match_rows(info, pos, [rx, S.Matcher("zone", "!=", "x", None)], 0, 3, rows, lbs, keys)
-    >>> rows
-    [0, 2, 2]
-    """
-    eqs = None if matchers else ()
-    if matchers and all(m.op == "=" for m in matchers):
-        eqs = []
-        for m in matchers:
-            i = pos.get(m.name, -1)
-            if i >= 0:
-                eqs.append((i, m.value))
-            elif m.value != "":
-                return   # (a label no row has reads "": no row passes)
-    if eqs is not None:
-        seg = info[lo:hi]
-        if eqs:
-            get = itemgetter(*[i for i, _ in eqs])
-            want = eqs[0][1] if len(eqs) == 1 else tuple([v for _, v in eqs])
-            ok = list(map(_eq, map(get, map(_ITEM_VA, seg)), repeat(want)))
-            rows.extend(compress(range(lo, hi), ok))
-            seg = list(compress(seg, ok))
-        else:
-            rows.extend(range(lo, hi))
-        lbs.extend(map(_ITEM_LB, seg))
-        keys.extend(map(_ITEM_KEY, seg))
-        return
+    whose values pass every matcher; a label a row lacks reads as ""."""
     mi = [(m, m.op == "=", pos.get(m.name, -1)) for m in matchers]
     for r in range(lo, hi):
         va, lb, k = info[r]

@@ -1,5 +1,5 @@
-"""``engine.match_rows`` held to its definition (every matcher on every row, a missing label reading ""): the
-equality-only path (rows picked in C) and the row-by-row one, on random families and matcher lists."""
+"""``engine.match_rows`` held to its definition (every matcher on every row, a missing label reading "") on random
+families and matcher lists; ``PromQLEngine._row_info``'s inline count of new row items held to ``_row_items_add``."""
 
 from __future__ import annotations
 
