@@ -725,7 +725,8 @@ class PromQLEngine:
         pat = None
         out = []
         for lb in labels:
-            sv = get(lb, src)
+            d = dict(lb)          # (a label set's names are distinct: ``get``'s value is the dict's)
+            sv = d.get(src, "")
             val = vals.get(sv, _NO_VALUE)
             if val is _NO_VALUE:
                 if pat is None:
@@ -738,7 +739,6 @@ class PromQLEngine:
             if val is None:   # (no match: the label set as it is)
                 out.append(lb)
                 continue
-            d = dict(lb)
             if val:
                 d[dst] = val
             else:
