@@ -495,6 +495,7 @@ class PromQLEngine:
         if len(pairs) > _values.PAIRS_MAX:
             pairs.clear()
         sd = pairs.setdefault   # (intern_pairs, inline)
+        cnt, gen_max = _ROW_ITEMS_COUNT, ROW_ITEM_GENERATION
         for r in range(len(info), n):
             lv = lvs[r]
             if type(lv) is not tuple:
@@ -515,8 +516,11 @@ class PromQLEngine:
                         # _sort_key(lb): name, \x01, value, \x00 for each pair
                         text = tmpl % pv
                         it = (va, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
-                if _row_items_add():
+                if cnt[0] >= gen_max:   # (_row_items_add, inline: it turns the generations over then)
+                    _row_items_add()
                     new_d, old_d = _row_items(shape)
+                else:
+                    cnt[0] += 1
                 new_d[lv] = it
             info.append(it)
         return info, pos
@@ -721,7 +725,8 @@ class PromQLEngine:
         pat = None
         out = []
         for lb in labels:
-            sv = get(lb, src)
+            d = dict(lb)          # (a label set's names are distinct: ``get``'s value is the dict's)
+            sv = d.get(src, "")
             val = vals.get(sv, _NO_VALUE)
             if val is _NO_VALUE:
                 if pat is None:
@@ -734,7 +739,6 @@ class PromQLEngine:
             if val is None:   # (no match: the label set as it is)
                 out.append(lb)
                 continue
-            d = dict(lb)
             if val:
                 d[dst] = val
             else:

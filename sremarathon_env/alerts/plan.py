@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from itertools import chain, compress, repeat
-from operator import is_, itemgetter
+from operator import is_, is_not, itemgetter, not_
 
 import numpy as np
 
@@ -53,6 +53,10 @@ from .vectorops import ARITH_FUNCS, CMP_FUNCS, _pairs, _sig_index, _sigs, groups
 _BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets", "sum_over_time", "avg_over_time",
             "min_over_time", "max_over_time", "count_over_time", "last_over_time", "present_over_time",
             "stddev_over_time", "stdvar_over_time"}
+
+
+#: a kept rule's record (root, its nodes by key, its kernel range nodes): its root, its kernel range nodes
+_ROOT_OF, _KERNEL_OF = itemgetter(0), itemgetter(2)
 
 
 def _lid(node) -> int:
@@ -285,11 +289,8 @@ class _KernelGroup:
             self.n += len(rn.slots)
             rn.b = self.n
         if nodes:
-            sizes = np.asarray([len(rn.slots) for rn in nodes], dtype=np.intp)
-            self.spec = KernelSpec(np.concatenate([rn.slots for rn in nodes]),
-                                   np.repeat(np.asarray([rn.window[0] for rn in nodes], dtype=np.int64), sizes),
-                                   np.repeat(np.asarray([rn.window[1] for rn in nodes], dtype=np.int64), sizes),
-                                   np.repeat(np.asarray([rn.window[2] for rn in nodes], dtype=np.int8), sizes))
+            # (per node: its rows' slots and its window; the spec's per-row fields are found per node)
+            self.spec = KernelSpec.of_parts([rn.slots for rn in nodes], [rn.window for rn in nodes])
         self._stamp = None
         self._out = None
 
@@ -1150,13 +1151,15 @@ class PackPlan:
                 if all(map(is_, now, seen[i])):
                     rebuilt.discard(i)
                     self.kept_same += 1
-        kept = [rec is not None and i not in rebuilt for i, rec in enumerate(records)]
+        n_rules = len(records)
+        kept = list(map(is_not, records, repeat(None)))   # (a rule with a record, not rebuilt)
+        for i in rebuilt:
+            kept[i] = False
         # the nodes of the kept rules, registered first (an earlier rule's node wins): a rebuilt rule takes any
         # of them for an equal sub-expression (valid: it reads no changed family), wherever its rule stands
         nodes: dict[str, _Node | None] = {}
-        for i in range(len(records) - 1, -1, -1):
-            if kept[i]:
-                nodes.update(records[i][1])
+        for rec in compress(reversed(records), reversed(kept)):
+            nodes.update(rec[1])
         self._nodes = nodes
         self._groups: dict[tuple, _RangeGroup] = {}
         self._kernel_nodes: dict[int, _Range] = {}
@@ -1164,13 +1167,18 @@ class PackPlan:
         self._old, self._cache = self._cache, {}
         roots: list[_Node | None] = []
         self.kept += kept.count(True)
-        for i, r in enumerate(self.rules):
-            if kept[i]:
-                rec = records[i]
-                roots.append(rec[0])
-                if rec[2]:
-                    self._kernel_nodes.update(rec[2])
-                continue
+        rules = self.rules
+        a = 0   # (the first rule not yet taken)
+        for i in compress(range(n_rules), map(not_, kept)):
+            if a < i:
+                # the kept rules before it: their roots, their kernel range nodes (in rule order)
+                run = records[a:i]
+                roots.extend(map(_ROOT_OF, run))
+                kn = self._kernel_nodes
+                for d in filter(None, map(_KERNEL_OF, run)):
+                    kn.update(d)
+            a = i + 1
+            r = rules[i]
             sels = _empty_when_unselected(r.node) if EMPTY_SHORTCUT else None
             if sels is not None and not any(self._selection(sel)[1] for sel in sels):
                 # each of its selectors selects nothing: the walk would give an _Empty root (_empty_when_unselected)
@@ -1203,6 +1211,12 @@ class PackPlan:
             else:
                 seen[i] = None
             roots.append(root)
+        if a < n_rules:
+            run = records[a:]
+            roots.extend(map(_ROOT_OF, run))
+            kn = self._kernel_nodes
+            for d in filter(None, map(_KERNEL_OF, run)):
+                kn.update(d)
         self._roots = roots
         self._old = {}
         self._visits = ([], [])

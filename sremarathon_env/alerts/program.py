@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import struct
 import threading
-from operator import is_
+from itertools import compress, repeat
+from operator import is_, is_not, or_
 
 import numpy as np
 
@@ -395,35 +396,42 @@ class _Lowerer:
         self.inst_keys: dict = {}       # (at, offset) of the selectors -> index
         self.kslots: list = []          # kernel range nodes by slot
         self.sslots: list = []          # numpy steps by slot: (node, vo, po, rows, scalar, stamps)
-        self.per_root: dict = {}        # id(root) -> (root, record, generation, lowering, its rows, its outs)
+        self.last = None                # (roots, records, generation, packed rows, outs) of the last lowering
 
     def lower(self, plan) -> Program | None:
         self.kernel = plan._kernel
         gen = self.gen
         roots, records = plan._roots, plan._records
-        old, new = self.per_root, {}
-        parts: list = []
-        outs: list = []
+        last = self.last
+        n = len(roots)
+        if last is not None and last[2] is gen and len(last[0]) == n:
+            # only the rules whose root or record is another object than at the last lowering, or whose record is
+            # None (not kept: walked at every build), are walked (picked in C: most rules are kept by a rebuild)
+            redo = compress(range(n), map(or_, map(or_, map(is_not, roots, last[0]), map(is_not, records, last[1])),
+                                          map(is_, records, repeat(None))))
+            parts, outs = list(last[3]), list(last[4])
+        else:
+            redo = range(n)
+            parts, outs = [b""] * n, [None] * n
         self.loc = {}
         try:
-            for root, rec in zip(roots, records):   # (one record per rule, as roots)
+            for i in redo:
+                root = roots[i]
                 if root is None or not root.labels:
-                    outs.append(None)
+                    parts[i] = b""
+                    outs[i] = None
                     continue
-                c = old.get(id(root))
-                if c is None or c[0] is not root or c[1] is not rec or rec is None or c[2] is not gen:
-                    L = self.visit(root)
-                    # (root, record, generation, lowering, its packed rows, its arena rows for ``outs``)
-                    c = (root, rec, gen, L, L[1], L[0][:3])
-                new[id(root)] = c
-                parts.append(c[4])
-                outs.append(c[5])
+                L = self.visit(root)
+                parts[i] = L[1]       # (its packed rows)
+                outs[i] = L[0][:3]    # (its arena rows)
         except _Cant:
-            self.per_root = {}
+            self.last = None
             return None
         finally:
             self.loc = None   # (this walk's: not kept)
-        self.per_root = new
+        # (per rule, as roots: the lists compared at the next lowering (copies: the plan edits its records in place),
+        # the generation, each rule's packed rows (b"": none) and arena rows (None: none))
+        self.last = (list(roots), list(records), gen, parts, outs)
         buf = b"".join(parts)
         ins = np.frombuffer(buf, dtype=np.int64).reshape(-1, PROGRAM_FIELDS).copy()
         prog = self._program(plan, ins, outs)

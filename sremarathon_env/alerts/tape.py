@@ -593,6 +593,68 @@ class KernelSpec:
                 run_r, run_o = r[starts][:, None], o[starts][:, None]
                 self.runs = (np.diff(np.append(starts, R)), run_r, run_o, run_r + run_o)
 
+    @classmethod
+    def of_parts(cls, parts: list, windows: list) -> "KernelSpec":
+        """The spec of the rows ``parts[0]``, then ``parts[1]``, ... (arrays of slots), the rows of part ``k`` all
+        with the window ``windows[k]`` = (range ms, offset ms, code): the very fields ``KernelSpec`` gives for those
+        rows listed one by one, found per part (a plan's kernel range node) instead of per row.
+
+        >>> a = KernelSpec.of_parts([np.array([4, 5]), np.array([], dtype=np.intp), np.array([1])],
+        ...                         [(300_000, 0, CODES["rate"]), (60_000, 0, CODES["delta"]), (60_500, 0, 6)])
+        >>> b = KernelSpec(np.array([4, 5, 1]), np.array([300_000, 300_000, 60_500]), np.zeros(3, np.int64),
+        ...                np.array([CODES["rate"], CODES["rate"], 6]))
+        >>> a.slots.tolist(), a.rs_row.tolist(), a.present, list(a.rows_of), a.runs is None
+        ([4, 5, 1], [300.0, 300.0, 1.0], [0, 6], [6], True)
+        >>> all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("rs", "counter", "window_ms", "col"))
+        True
+        """
+        self = cls.__new__(cls)
+        sizes = [len(p) for p in parts]
+        if 0 in sizes:   # (a part without rows adds no row, no code and no run)
+            keep = [k for k, n in enumerate(sizes) if n]
+            parts, windows, sizes = [parts[k] for k in keep], [windows[k] for k in keep], [sizes[k] for k in keep]
+        n = np.asarray(sizes, dtype=np.intp)
+        self.slots = np.concatenate(parts).astype(np.intp, copy=False) if parts else np.zeros(0, dtype=np.intp)
+        kr = [int(w[0]) for w in windows]
+        ko = [int(w[1]) for w in windows]
+        kc = np.asarray([w[2] for w in windows], dtype=np.int8)
+        self.range_ms = np.repeat(np.asarray(kr, dtype=np.int64), n)
+        self.offset_ms = np.repeat(np.asarray(ko, dtype=np.int64), n)
+        self.codes = codes = np.repeat(kc, n)
+        self.window_ms = np.repeat(np.asarray([r + o for r, o in zip(kr, ko)], dtype=np.int64), n)[:, None]
+        self.present = present = sorted(set(kc.tolist()))
+        # per part, then repeated: rangefuncs._range_seconds of a rate's range (the float64 operations of the per-row
+        # arithmetic: the same bits), 1.0 elsewhere; whether the function takes counter resets
+        rate, inc = CODES["rate"], CODES["increase"]
+        kcl = kc.tolist()
+        self.rs_row = np.repeat(np.asarray([float(r // 1000) + float((r % 1000) * 1_000_000) / 1e9 if c == rate else 1.0
+                                            for r, c in zip(kr, kcl)], dtype=np.float64), n)
+        self.rs = self.rs_row[:, None]
+        self.counter = np.repeat(np.asarray([c == rate or c == inc for c in kcl], dtype=bool), n)[:, None]
+        self.ext = any(c in _EXTRAPOLATED for c in present)
+        self.has_counter = rate in present or inc in present
+        self.has_rate = rate in present
+        self.only_ext = all(c in _EXTRAPOLATED for c in present)
+        self.col = self.slots[:, None]
+        self.rows_of = {c: np.flatnonzero(codes == c) for c in present if c not in _EXTRAPOLATED}
+        self.runs = None
+        R = len(self.slots)
+        if R:
+            # a run starts at a part whose window (range, offset) differs from the part before it
+            starts, at, prev = [], 0, None
+            for r, o, m in zip(kr, ko, sizes):
+                if (r, o) != prev:
+                    starts.append((at, r, o))
+                    prev = (r, o)
+                at += m
+            if 4 * len(starts) <= R:
+                ends = [x[0] for x in starts[1:]] + [R]
+                run_r = np.asarray([x[1] for x in starts], dtype=np.int64)[:, None]
+                run_o = np.asarray([x[2] for x in starts], dtype=np.int64)[:, None]
+                self.runs = (np.asarray([e - x[0] for e, x in zip(ends, starts)], dtype=np.intp), run_r, run_o,
+                             run_r + run_o)
+        return self
+
 
 def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None,
                   out: tuple | None = None):

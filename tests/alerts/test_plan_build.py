@@ -129,3 +129,54 @@ def _find(node, key):
         if got is not None:
             return got
     return None
+
+
+def _reference_roots_and_kernel(plan, records_before, rebuilt_now) -> tuple:
+    """The build's roots and kernel range nodes by their definition, rule by rule: a kept rule (a record before the
+    build, not rebuilt) gives its record's root and kernel range nodes, a rebuilt one what its walk recorded; the
+    kernel range nodes in rule order, each once (its first rule's place)."""
+    roots, kernel = [], {}
+    for i, before in enumerate(records_before):
+        rec = before if i not in rebuilt_now else plan._records[i]
+        roots.append(rec[0])
+        kernel.update(rec[2])
+    return roots, list(kernel)
+
+
+def test_a_build_takes_kept_rules_in_rule_order_as_their_definition(monkeypatch):
+    """Twin runs with faults and deploys (OB, TT): after each build, every rule's root and the order of the kernel
+    range nodes equal the rule-by-rule definition (``_build_rules`` takes the kept rules between two rebuilt ones
+    as one run); checked at builds where every rule has a record."""
+    from apps import load_app
+    from faults.effects import Effect
+    from sremarathon_env.alerts import load_rule_pack
+    from sremarathon_env.backends.sim import SimBackend
+
+    real = P.PackPlan._build_rules
+    checked = []
+
+    def build(self, t_min=0):
+        before = list(self._records)
+        objs = list(map(id, before))
+        real(self, t_min)
+        if any(r is None for r in before) or any(r is None for r in self._records):
+            return
+        rebuilt = {i for i, r in enumerate(self._records) if id(r) != objs[i]}
+        roots, kernel = _reference_roots_and_kernel(self, before, rebuilt)
+        assert all(map(P.is_, roots, self._roots)) and len(roots) == len(self._roots)
+        assert kernel == list(self._kernel_nodes)
+        checked.append(len(rebuilt))
+
+    monkeypatch.setattr(P.PackPlan, "_build_rules", build)
+    for app, seed in (("online-boutique", 2), ("train-ticket", 1)):
+        svcs = [s.name for s in load_app(app).services]
+        sim = SimBackend(app, seed=seed)
+        plan = P.PackPlan(PromQLEngine(sim.store), load_rule_pack().rules)
+        for k in range(1, 13):
+            if k == 2:
+                sim.apply_effect(Effect(kind="crash", service=svcs[2]))
+            if k in (4, 7):
+                sim.deploy(svcs[3], image_tag=f"t{k}", message="bump", author="dev")
+            sim.advance_to(k * 120.0)
+            plan.evaluate((np.arange(8, dtype=np.int64) - 7) * 15000 + k * 120000)
+    assert len(checked) >= 4 and any(0 < c < len(load_rule_pack().rules) for c in checked)

@@ -500,3 +500,60 @@ def test_released_arenas_serve_the_next_plans_and_change_no_result(monkeypatch):
         first[4]._arena.release()
         second[4]._arena.release()
     assert all(len(program._ARENA_POOL[k]) <= program.ARENA_POOL_MAX for k in held)
+
+
+@pytest.mark.parametrize("app,seed", [("online-boutique", 2), ("train-ticket", 4)])
+def test_a_lowering_walks_the_changed_rules_and_equals_a_walk_of_all(app, seed, monkeypatch):
+    """At each build of a twin run with faults and deploys, the lowering walks exactly the rules whose root or record
+    is another object than at the last lowering, or whose record is None (the others' packed rows and arena rows are
+    taken again), and its program equals, row for row, the program of a walk of every rule (a kept rule's nodes are
+    the same objects with the same fields: each gives its kept lowering)."""
+    from faults.effects import Effect
+    from apps import load_app
+    from sremarathon_env.alerts import program as PR
+    from sremarathon_env.backends.sim import SimBackend
+
+    svcs = [s.name for s in load_app(app).services]
+    sim = SimBackend(app, seed=seed)
+    plan = PL.PackPlan(PromQLEngine(sim.store), load_rule_pack().rules)
+    tops = []
+    real_visit = PR._Lowerer.visit
+    depth = [0]
+
+    def visit(self, node):
+        if depth[0] == 0:
+            tops.append(node)
+        depth[0] += 1
+        try:
+            return real_visit(self, node)
+        finally:
+            depth[0] -= 1
+
+    monkeypatch.setattr(PR._Lowerer, "visit", visit)
+    last = None
+    lowered = partial = 0
+    for k in range(1, 15):
+        if k == 2:
+            sim.apply_effect(Effect(kind="crash", service=svcs[2]))
+        if k in (4, 5, 9):
+            sim.deploy(svcs[3 + k % 3], image_tag=f"t{k}", message="bump", author="dev")
+        sim.advance_to(k * 120.0)
+        tops.clear()
+        plan.evaluate((np.arange(8, dtype=np.int64) - 7) * 15000 + k * 120000)
+        prog = plan._prog[2]
+        assert prog is not None
+        roots, records = list(plan._roots), list(plan._records)
+        if last is not None and tops:
+            lowered += 1
+            want = [r for i, r in enumerate(roots) if (r is not last[0][i] or records[i] is not last[1][i]
+                                                     or records[i] is None) and r is not None and r.labels]
+            assert [id(x) for x in tops] == [id(x) for x in want], k
+            partial += len(want) < sum(1 for r in roots if r is not None and r.labels)
+            lw = plan._lowerer
+            lw.last = None   # (a walk of every rule, over the same nodes' kept lowerings)
+            n_k, n_s = len(lw.kslots), len(lw.sslots)
+            full = lw.lower(plan)
+            assert np.array_equal(full.ins, prog.ins) and full.outs == prog.outs, k
+            assert (len(lw.kslots), len(lw.sslots)) == (n_k, n_s), k   # (no node lowered afresh)
+        last = (roots, records)
+    assert lowered >= 3 and partial >= 3

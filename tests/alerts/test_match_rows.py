@@ -1,0 +1,91 @@
+"""``engine.match_rows`` held to its definition (every matcher on every row, a missing label reading "") on random
+families and matcher lists; ``PromQLEngine._row_info``'s inline count of new row items held to ``_row_items_add``."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from sremarathon_env.alerts import syntax as S
+from sremarathon_env.alerts.engine import match_rows
+
+
+def reference(info, pos, matchers, lo, hi):
+    rows, lbs, keys = [], [], []
+    for r in range(lo, hi):
+        va, lb, k = info[r]
+        if all(m.matches(va[pos[m.name]] if m.name in pos else "") for m in matchers):
+            rows.append(r)
+            lbs.append(lb)
+            keys.append(k)
+    return rows, lbs, keys
+
+
+def _matcher(rng, names, values):
+    name = str(rng.choice(names + ["absent"]))
+    op = str(rng.choice(["=", "=", "=", "!=", "=~", "!~"]))
+    value = str(rng.choice(values + [""]))
+    if op in ("=~", "!~"):
+        value = value + "|" + str(rng.choice(values)) if rng.random() < 0.5 else value
+        return S.Matcher(name, op, value, re.compile(value))
+    return S.Matcher(name, op, value, None)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_match_rows_equals_every_matcher_on_every_row(seed):
+    rng = np.random.default_rng(seed)
+    names = ["__name__"] + [f"l{k}" for k in range(int(rng.integers(1, 4)))]
+    values = ["a", "b", "c", "x1"]
+    pos = {nm: i for i, nm in enumerate(names)}
+    n = int(rng.integers(0, 40))
+    info = [(("m",) + tuple(str(rng.choice(values + [""])) for _ in names[1:]), ("lb", r), ("key", r)) for r in range(n)]
+    for _ in range(8):
+        matchers = [_matcher(rng, names, values) for _ in range(int(rng.integers(0, 4)))]
+        lo = int(rng.integers(0, n + 1))
+        hi = int(rng.integers(lo, n + 1))
+        rows, lbs, keys = [-1], ["x"], ["y"]   # (appended to, never replaced)
+        match_rows(info, pos, matchers, lo, hi, rows, lbs, keys)
+        want = reference(info, pos, matchers, lo, hi)
+        assert (rows[1:], lbs[1:], keys[1:]) == want and rows[0] == -1 and lbs[0] == "x" and keys[0] == "y"
+        assert all(type(r) is int for r in rows)
+
+
+@pytest.mark.parametrize("gen", [1, 3, 7, 1000])
+def test_row_info_counts_and_turns_generations_as_row_items_add(gen, monkeypatch):
+    """``_row_info`` counts each new row item (and turns the generations over) inline: the counts and the
+    generations' contents equal those of the definition (``_row_items_add`` per new item) over families that grow
+    call by call, rows recurring across two stores."""
+    from sremarathon_env.alerts import PromQLEngine
+    from sremarathon_env.alerts import engine as EN
+    from sremarathon_env.telemetry.store import MetricStore
+
+    monkeypatch.setattr(EN, "ROW_ITEM_GENERATION", gen)
+    monkeypatch.setattr(EN, "_ROW_ITEMS", {})
+    monkeypatch.setattr(EN, "_ROW_ITEMS_OLD", {})
+    monkeypatch.setattr(EN, "_ROW_ITEMS_COUNT", [0])
+    cur, old, count = {}, {}, 0   # (the definition's, one family shape)
+    rng = np.random.default_rng(gen)
+    for _ in range(2):   # (two stores: the second one's rows are found in the generations)
+        store = MetricStore(step_s=15.0)
+        fam = store.family("m", ("pod", "svc"))
+        eng = PromQLEngine(store)
+        done = 0
+        for _ in range(6):
+            for _ in range(int(rng.integers(0, 6))):
+                fam.row((f"p{int(rng.integers(30))}", str(rng.choice(["a", "", "b"]))))
+            info, _ = eng._row_info(fam, len(fam))
+            for r in range(done, len(fam)):
+                lv = tuple(fam._label_values[r])
+                if lv in cur:
+                    continue
+                if count >= gen:
+                    old, cur, count = cur, {}, 1
+                else:
+                    count += 1
+                cur[lv] = info[r]
+            done = len(fam)
+            shape = ("m", ("__name__", "pod", "svc"))
+            assert EN._ROW_ITEMS_COUNT[0] == count
+            assert EN._ROW_ITEMS.get(shape, {}) == cur and EN._ROW_ITEMS_OLD.get(shape, {}) == old
