@@ -46,6 +46,11 @@ CFS_PERIOD_S = 0.1
 CODE_COLS = (("source", "200", "-"), ("source", "503", "UH"), ("source", "503", "UF"), ("source", "504", "UT"),
              ("source", "500", "-"), ("destination", "200", "-"), ("destination", "500", "-"))
 _SRC_ONLY_PROTOCOLS = {"grpc", "http"}
+#: the traffic outputs `MetricWriter.write_traffic` reads (`traffic_increments`, and `SpanMetricsWriter.write`'s):
+#: pending writes joined for one write join these alone (`complete`)
+TRAFFIC_FIELDS = frozenset({"edge_rate", "edge_unreach", "edge_app", "edge_reached", "edge_fail", "edge_timeout",
+                            "edge_lat_src", "edge_lat_dst", "edge_sigma", "edge_own_lat", "path_req_rate", "path_fail",
+                            "path_slow", "path_degraded"})
 
 
 def family(store: MetricStore, name: str, suffix: str = "", extra: tuple[str, ...] = ()) -> Family:
@@ -361,7 +366,7 @@ class MetricWriter:
                     j += 1
             if j > i + 1:
                 group = pend[i:j]
-                out = concat([g[3] for g in group])
+                out = concat([g[3] for g in group], TRAFFIC_FIELDS)
                 uh = np.concatenate([np.broadcast_to(g[4], (g[1], g[4].shape[-1])) for g in group], axis=0)
                 bounds, a = [], 0
                 for g in group:
@@ -844,31 +849,39 @@ class MetricWriter:
         return out
 
     def _dep_values(self, dep) -> list[float]:
-        """The values of a Deployment's series, in `_dep_keys` order."""
-        sim = self.sim
+        """The values of a Deployment's series, in `_dep_keys` order (one pass over its live pods)."""
         eff = self._eff
-        live = dep.live_pods()
-        ready_of = [eff[p.slot] for p in live]
-        avail = sum(ready_of)
-        out = [float(dep.replicas), float(len(live)), float(avail),
-               float(max(0, dep.replicas - avail) if live or dep.replicas else 0), float(len(dep.current.pods))]
-        # the statuses of `SimBackend.deployment_conditions` (its messages are not exported here)
-        _, unavail = rolling_params(dep.replicas)
-        for st in ("true" if avail >= dep.replicas - unavail else "false", "false" if dep.progress_failed else "true"):
-            out += [float(st == "true"), float(st == "false"), float(st == "unknown")]
-        out += [float(dep.generation), float(dep.observed_generation)]
-        out += [float(sum(1 for p in rs.pods if eff[p.slot])) for rs in dep.rss]
-        # `endpoints_of(dep.svc)`'s two lists, counted
-        n_ready = n_not = 0
-        if not sim.res.no_endpoints[dep.svc]:
-            for p, r in zip(live, ready_of):
-                if p.node < 0 or p.cstate == "waiting" and p.reason in ("ContainerCreating", "ErrImagePull", "ImagePullBackOff"):
+        per_rs = []
+        n_live = avail = n_ready = n_not = 0
+        for rs in dep.rss:
+            k = 0
+            for p in rs.pods:
+                n_live += 1
+                r = eff[p.slot]
+                if r:
+                    k += 1
+                # `endpoints_of(dep.svc)`'s two lists, counted: pods with an address
+                if p.node < 0 or p.cstate == "waiting" and p.reason in _NO_ADDRESS:
                     continue
                 if r:
                     n_ready += 1
                 else:
                     n_not += 1
-        out += [float(n_ready), float(n_not)]
+            per_rs.append(float(k))
+            avail += k
+        if self.sim.res.no_endpoints[dep.svc]:
+            n_ready = n_not = 0
+        d = dep.replicas
+        out = [float(d), float(n_live), float(avail), float(max(0, d - avail) if n_live or d else 0),
+               float(len(dep.current.pods))]
+        # the statuses of `SimBackend.deployment_conditions` (its messages are not exported here): Available, then
+        # Progressing, each as (true, false, unknown)
+        _, unavail = rolling_params(d)
+        out += _TRUE if avail >= d - unavail else _FALSE
+        out += _FALSE if dep.progress_failed else _TRUE
+        out += (float(dep.generation), float(dep.observed_generation))
+        out += per_rs
+        out += (float(n_ready), float(n_not))
         return out
 
     def _dep_series(self, dep) -> list[tuple[str, tuple, float]]:
@@ -901,6 +914,13 @@ class MetricWriter:
         for res, hard in self.sim.cluster.quota_hard.items():
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "hard"), hard
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "used"), used[res]
+
+
+#: a condition's (true, false, unknown) series values for status "true" and "false"
+_TRUE = (1.0, 0.0, 0.0)
+_FALSE = (0.0, 1.0, 0.0)
+#: waiting reasons of a container whose pod has no address yet (`SimBackend.endpoints_of` leaves it out)
+_NO_ADDRESS = ("ContainerCreating", "ErrImagePull", "ImagePullBackOff")
 
 
 def _live_on(vl: list, row: int) -> None:

@@ -43,7 +43,15 @@ def child_rng(seed: int, *keys: object) -> np.random.Generator:
 
 
 def _rng_of(seed: int, joined: str) -> np.random.Generator:
-    """`child_rng` of the seed and the keys whose texts joined by U+001F are ``joined``."""
+    """`child_rng` of the seed and the keys whose texts joined by U+001F are ``joined``: the entropy words are the
+    seed's low 32 bits and `_words` (`_rng_of_plain`'s array: the little-endian words read from the bytes at once)."""
+    words = np.frombuffer((int(seed) & 0xFFFFFFFF).to_bytes(4, "little") + hashlib.sha256(joined.encode()).digest()[:16],
+                          dtype="<u4")
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+
+
+def _rng_of_plain(seed: int, joined: str) -> np.random.Generator:
+    """The definition of `_rng_of` (tests)."""
     words = np.array([int(seed) & 0xFFFFFFFF, *_words(joined)], dtype=np.uint32)
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 

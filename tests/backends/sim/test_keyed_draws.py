@@ -121,3 +121,15 @@ def test_twins_draw_what_fresh_generators_draw(monkeypatch, app):
         assert got.cluster.events == want.cluster.events and got.cluster.lifecycle == want.cluster.lifecycle
         assert [(p.ready_t, p.started_t, p.restarts) for p in got.cluster.pods] == \
             [(p.ready_t, p.started_t, p.restarts) for p in want.cluster.pods]
+
+
+def test_generator_entropy_read_from_the_digest_bytes_equals_the_definition():
+    """`util._rng_of` reads the entropy words from the digest bytes at once: the same generator state and draws as
+    `_rng_of_plain` (the words as a list of ints), for seeds past 32 bits, negative ones and varied keys."""
+    rng = np.random.default_rng(5)
+    seeds = [0, 1, 7, 2**32 - 1, 2**32, 2**40 + 3, -1, -2**33] + rng.integers(0, 2**62, 20).tolist()
+    for i, seed in enumerate(seeds):
+        joined = "\x1f".join(str(k) for k in ("kubelet", f"p-{i}", i % 3, "start", round(12.5 * i, 3)))
+        got, want = util._rng_of(seed, joined), util._rng_of_plain(seed, joined)
+        assert got.bit_generator.state == want.bit_generator.state
+        assert got.uniform(0.8, 1.2, 4).tolist() == want.uniform(0.8, 1.2, 4).tolist()

@@ -202,3 +202,42 @@ def test_new_response_code_rows_by_flat_row_are_the_lookups(monkeypatch):
     sim.advance_to(300)
     sim.store.n_ticks
     assert checked["new"] >= 1
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "astronomy-shop"])
+def test_joined_traffic_writes_join_only_the_fields_they_read(monkeypatch, app):
+    """Pending traffic writes of stepped outputs are joined for one write (`complete`) with the fields
+    `write_traffic` reads alone (`TRAFFIC_FIELDS`; the others None, so a read of one would fail): the same store
+    as joining every field (the definition), with span metrics (Astronomy Shop) and without."""
+    joined = {"n": 0}
+    real = metrics_mod.concat
+
+    def counted(outs, fields=None):
+        joined["n"] += 1
+        return real(outs, fields)
+
+    def every_field(outs, fields=None):
+        return real(outs)
+
+    def run(concat):
+        monkeypatch.setattr(metrics_mod, "concat", concat)
+        sim = SimBackend(app, seed=4)
+        reads = []
+        for k, t in enumerate(range(30, 900, 45)):   # several advances (stepped runs) between reads
+            if k == 6:
+                sim.apply_effect(Effect(kind="error_rate", service=sim.app.services[2].name, rate=0.3))
+            if k == 9:
+                sim.scale(sim.app.services[0].name, 3)
+            sim.advance_to(t)
+            if k % 3 == 2:
+                reads.append(_store_bytes(sim))
+        reads.append(_store_bytes(sim))
+        return reads
+
+    fast = run(counted)
+    assert joined["n"] >= 5
+    plain = run(every_field)
+    assert len(fast) == len(plain)
+    for a, b in zip(fast, plain):
+        assert [x[:3] for x in a] == [x[:3] for x in b]
+        assert [x[3] for x in a] == [x[3] for x in b]
