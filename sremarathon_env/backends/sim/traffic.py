@@ -59,6 +59,7 @@ class TickInputs:
 
     def __post_init__(self) -> None:
         self._x_fixed = None
+        self._raw = None   # (`SimBackend._build_inputs`: the bytes it was made of, when it made it)
 
 
 @dataclass
