@@ -189,17 +189,37 @@ class _Tape:
         return into[a:j]
 
 
+#: argument types `_fp_part` returns as they are (exactly these types: no subclass of str, list, tuple or dict)
+_FP_PLAIN = frozenset({int, float, bool, type(None)})
+
+
 def _fp_part(x: Any) -> Any:
     """A call argument in a compact form with the same information for `SimBackend._note`: models as their
-    field values, long texts (source files) as their length and digest."""
+    field values, long texts (source files) as their length and digest. (`_fp_part_plain`'s values, plain
+    numbers and short texts taken first, sequences made from lists.)"""
+    t = type(x)
+    if t in _FP_PLAIN:
+        return x
+    if t is str:
+        return x if len(x) <= 200 else ("#text", len(x), hashlib.blake2b(x.encode(), digest_size=16).digest())
+    if t is tuple or t is list:
+        return tuple([v if type(v) in _FP_PLAIN or type(v) is str and len(v) <= 200 else _fp_part(v) for v in x])
+    if t is dict:
+        return ("#dict",) + tuple([(k, v if type(v) in _FP_PLAIN or type(v) is str and len(v) <= 200 else _fp_part(v))
+                                   for k, v in x.items()])
+    return _fp_part_plain(x)
+
+
+def _fp_part_plain(x: Any) -> Any:
+    """The definition of `_fp_part`."""
     if isinstance(x, str):
         return x if len(x) <= 200 else ("#text", len(x), hashlib.blake2b(x.encode(), digest_size=16).digest())
     if isinstance(x, Effect):   # frozen; its fields are plain values in a fixed order
         return ("#effect", tuple(x.__dict__.values()))
     if isinstance(x, (list, tuple)):
-        return tuple(_fp_part(v) for v in x)
+        return tuple(_fp_part_plain(v) for v in x)
     if isinstance(x, dict):
-        return ("#dict",) + tuple((k, _fp_part(v)) for k, v in x.items())
+        return ("#dict",) + tuple((k, _fp_part_plain(v)) for k, v in x.items())
     return x
 
 
