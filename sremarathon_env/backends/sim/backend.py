@@ -189,17 +189,37 @@ class _Tape:
         return into[a:j]
 
 
+#: argument types `_fp_part` returns as they are (exactly these types: no subclass of str, list, tuple or dict)
+_FP_PLAIN = frozenset({int, float, bool, type(None)})
+
+
 def _fp_part(x: Any) -> Any:
     """A call argument in a compact form with the same information for `SimBackend._note`: models as their
-    field values, long texts (source files) as their length and digest."""
+    field values, long texts (source files) as their length and digest. (`_fp_part_plain`'s values, plain
+    numbers and short texts taken first, sequences made from lists.)"""
+    t = type(x)
+    if t in _FP_PLAIN:
+        return x
+    if t is str:
+        return x if len(x) <= 200 else ("#text", len(x), hashlib.blake2b(x.encode(), digest_size=16).digest())
+    if t is tuple or t is list:
+        return tuple([v if type(v) in _FP_PLAIN or type(v) is str and len(v) <= 200 else _fp_part(v) for v in x])
+    if t is dict:
+        return ("#dict",) + tuple([(k, v if type(v) in _FP_PLAIN or type(v) is str and len(v) <= 200 else _fp_part(v))
+                                   for k, v in x.items()])
+    return _fp_part_plain(x)
+
+
+def _fp_part_plain(x: Any) -> Any:
+    """The definition of `_fp_part`."""
     if isinstance(x, str):
         return x if len(x) <= 200 else ("#text", len(x), hashlib.blake2b(x.encode(), digest_size=16).digest())
     if isinstance(x, Effect):   # frozen; its fields are plain values in a fixed order
         return ("#effect", tuple(x.__dict__.values()))
     if isinstance(x, (list, tuple)):
-        return tuple(_fp_part(v) for v in x)
+        return tuple(_fp_part_plain(v) for v in x)
     if isinstance(x, dict):
-        return ("#dict",) + tuple((k, _fp_part(v)) for k, v in x.items())
+        return ("#dict",) + tuple((k, _fp_part_plain(v)) for k, v in x.items())
     return x
 
 
@@ -209,6 +229,12 @@ def _inputs_bytes(inp: TickInputs) -> bytes:
     if kb is None:
         kb = inp._bytes = b"".join(np.ascontiguousarray(getattr(inp, f)).tobytes() for f in StackedInputs.FIELDS)
     return kb
+
+
+def _raw_inputs_key(*arrays: np.ndarray) -> bytes:
+    """The bytes of a twin's traffic inputs as `SimBackend._build_inputs` makes them (fixed shapes and dtypes per
+    app: equal bytes, bit-equal arrays)."""
+    return b"".join([a.tobytes() for a in arrays])
 
 
 def compiled(app: AppSpec) -> CompiledApp:
@@ -874,13 +900,23 @@ class SimBackend:
             self._zone_net[zkey] = edge_net
         net = edge_net[m.node_edge] + res.net_add
         no_ep = res.no_endpoints | (self.ready_count <= 0)
-        self.uh_edge = no_ep[m.edge_callee].astype(float)
         # which edges cannot reach their callee because it has no endpoints (for logs)
         reason = res.edge_reason.copy()
         reason[(reason == 0) & no_ep[m.edge_callee]] = faulthook.REASON_NO_ENDPOINTS
         res.edge_reason = reason
+        # inputs bit for bit those of the current (prepared) inputs - a change that moved no ready pod and no
+        # effect, e.g. a pod created, scheduled or started - are those inputs (and their no-endpoint shares): the
+        # same floats downstream, and runs that share one inputs object step as one run (`_deferred_step`)
+        raw = _raw_inputs_key(self.ready_count, capacity, burn, res.lat_add, res.e_app, res.e_unreach, net,
+                              res.no_endpoints)
+        prev = getattr(self, "inputs", None)
+        if prev is not None and prev._raw == raw:
+            self.ready_count = prev.ready
+            return
+        self.uh_edge = no_ep[m.edge_callee].astype(float)
         self.inputs = TickInputs(self.ready_count, capacity, burn, res.lat_add, res.e_app, res.e_unreach, net,
                                  res.no_endpoints)
+        self.inputs._raw = raw
         self.tm.prepare(self.inputs)
 
     def _restart_counts(self) -> np.ndarray:

@@ -37,6 +37,8 @@ MI = float(2**20)
 #: ticks of traffic (or cAdvisor) writes a writer leaves pending at most: beyond, it does them at once (bounded
 #: memory for a twin whose store nobody reads, e.g. a benchmark's)
 PENDING_TICKS = 64
+#: closed state runs a writer leaves pending at most (`refresh_state`): beyond, it writes them at once
+PENDING_RUNS = 256
 #: cAdvisor: the CPU a running container uses idle (cores), and the CFS period (s)
 IDLE_CPU_CORES = 0.002
 CFS_PERIOD_S = 0.1
@@ -44,6 +46,11 @@ CFS_PERIOD_S = 0.1
 CODE_COLS = (("source", "200", "-"), ("source", "503", "UH"), ("source", "503", "UF"), ("source", "504", "UT"),
              ("source", "500", "-"), ("destination", "200", "-"), ("destination", "500", "-"))
 _SRC_ONLY_PROTOCOLS = {"grpc", "http"}
+#: the traffic outputs `MetricWriter.write_traffic` reads (`traffic_increments`, and `SpanMetricsWriter.write`'s):
+#: pending writes joined for one write join these alone (`complete`)
+TRAFFIC_FIELDS = frozenset({"edge_rate", "edge_unreach", "edge_app", "edge_reached", "edge_fail", "edge_timeout",
+                            "edge_lat_src", "edge_lat_dst", "edge_sigma", "edge_own_lat", "path_req_rate", "path_fail",
+                            "path_slow", "path_degraded"})
 
 
 def family(store: MetricStore, name: str, suffix: str = "", extra: tuple[str, ...] = ()) -> Family:
@@ -199,6 +206,10 @@ class MetricWriter:
         self._slot_row = np.zeros(0, dtype=np.intp)   # cAdvisor row per pod slot (-1: none yet)
         # state families: one constant run per family, re-derived for the objects that changed
         self._runs: dict[str, list] = {}   # family name -> [family, rows r0:r1, values, start tick]
+        #: family name -> the runs `refresh_state` closed since the last write, in order: (r0, r1, values, start
+        #: tick, end tick), written with the family's current run when the store is next read (`flush`)
+        self._closed: dict[str, list] = {}
+        self._n_closed = 0
         #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value], shape) (the three
         #: lists in the order the object's series come, None when a row repeats; shape: see `_update`)
         self._objects: dict[tuple, tuple] = {}
@@ -288,7 +299,7 @@ class MetricWriter:
             self._rebuild_req()
         self.req._data[self.req_rows, cols] = cum.reshape(K, -1).take(self.req_flat, axis=1).T
         for a, flat in late:   # not written before their run (new rows: NaN, as unwritten cells are)
-            self.req._data[self.req_rows[np.isin(self.req_flat, flat)], k0:k0 + a] = np.nan
+            self.req._data[self._flat_row[flat], k0:k0 + a] = np.nan
         h = seqsum(self.h_cum, incs.bucket)
         self.h_cum = h[-1]
         hs = seqsum(self.h_sum_cum, incs.lat_sum)
@@ -355,7 +366,7 @@ class MetricWriter:
                     j += 1
             if j > i + 1:
                 group = pend[i:j]
-                out = concat([g[3] for g in group])
+                out = concat([g[3] for g in group], TRAFFIC_FIELDS)
                 uh = np.concatenate([np.broadcast_to(g[4], (g[1], g[4].shape[-1])) for g in group], axis=0)
                 bounds, a = [], 0
                 for g in group:
@@ -368,7 +379,7 @@ class MetricWriter:
             i = j
         if self._pend_pods:
             self._complete_pods()
-        if self._pend_upto:
+        if self._pend_upto or self._closed:
             upto, self._pend_upto = self._pend_upto, 0
             self.flush(upto)
 
@@ -563,11 +574,18 @@ class MetricWriter:
             used = sim.quota_used()
             self._update(("quota",), tuple(sorted(used.items())), lambda: self._split(self._quota_series(used)), dirty,
                          self._QUOTA_SHAPE, lambda: self._quota_values(used))
+        closed = self._closed
         for name in sorted(dirty):
             fam = self._fams[name]
             old = self._runs.get(name)
-            if old is not None and tick > old[4] and old[2] > old[1]:
-                fam._data[old[1]:old[2], old[4]:tick] = old[3][:, None]
+            if old is not None and tick > old[4] and old[2] > old[1]:   # written at the next store read (`flush`)
+                run = (old[1], old[2], old[3], old[4], tick)
+                c = closed.get(name)
+                if c is None:
+                    closed[name] = [run]
+                else:
+                    c.append(run)
+                self._n_closed += 1
             vl = self._cur[name]
             if vl[2] is None:   # the first and last live row, found again (`_live_off`)
                 on = np.flatnonzero(vl[1])
@@ -577,6 +595,10 @@ class MetricWriter:
             # unwritten cells are (a slice write instead of a scatter)
             dense = vl[0][r0:r1].copy() if r1 > r0 else np.zeros(0)
             self._runs[name] = [fam, r0, r1, dense, tick]
+        if closed:
+            self.store.defer(self.complete)
+            if self._n_closed > PENDING_RUNS:
+                self.store.complete()
 
     def _drop(self, key, dirty: set) -> bool:
         old = self._objects.pop(key, None)
@@ -627,34 +649,55 @@ class MetricWriter:
                 return True
         if keys is None:
             keys, vals = series()
-        before = None if old is None else old[1].copy()   # (a new object: every entry is new)
+        # the series it had, by (family, labels): their rows and values (a new or re-appearing series is looked up
+        # or made in its family); an object whose rows repeat kept its entries alone: compared by (family, row)
+        pos = before = None
+        if old is not None:
+            if old[2] is not None:
+                pos = dict(zip(old[2], range(len(old[2]))))
+                old_rows, old_vals = old[3], old[4]
+            else:
+                before = old[1].copy()
         entries = {}
         rows = []
         fams = self._fams
         cur = self._cur
-        for (name, lv), value in zip(keys, vals):
-            fam = fams.get(name)
-            if fam is None:
-                fam = fams[name] = self.store.family(name, self._labels(name))
-            row = fam._index.get(lv)
-            if row is None:
-                row = fam.row(lv)
-            rows.append(row)
-            entries[(name, row)] = value
-            if before is not None:
-                prev = before.pop((name, row), None)
-                if prev is not None and prev == value:
+        for k, value in zip(keys, vals):
+            j = pos.pop(k, None) if pos is not None else None
+            if j is not None:   # a series it had: its row, written when its value changed
+                name = k[0]
+                row = old_rows[j]
+                rows.append(row)
+                entries[(name, row)] = value
+                if old_vals[j] == value:
                     continue
-            vl = cur.get(name)
-            if vl is None or row >= len(vl[0]):
-                vl = self._grow_cur(name, row)
+                vl = cur[name]
+            else:
+                name, lv = k
+                fam = fams.get(name)
+                if fam is None:
+                    fam = fams[name] = self.store.family(name, self._labels(name))
+                row = fam._index.get(lv)
+                if row is None:
+                    row = fam.row(lv)
+                rows.append(row)
+                entries[(name, row)] = value
+                if before is not None:
+                    prev = before.pop((name, row), None)
+                    if prev is not None and prev == value:
+                        continue
+                vl = cur.get(name)
+                if vl is None or row >= len(vl[0]):
+                    vl = self._grow_cur(name, row)
             vl[0][row] = value
             vl[1][row] = True
             lo = vl[2]   # (`_live_on`, inline)
             if lo is not None and not lo <= row < vl[3]:
                 vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
             dirty.add(name)
-        for (name, row) in before or ():   # series the object no longer has
+        # series the object no longer has
+        gone = [(k[0], old_rows[j]) for k, j in pos.items()] if pos else before or ()
+        for (name, row) in gone:
             vl = cur[name]
             vl[0][row] = np.nan
             vl[1][row] = False
@@ -695,13 +738,21 @@ class MetricWriter:
         return CATALOGUE[name].labels
 
     def flush(self, upto: int) -> None:
-        """Write every state run's constant values for ticks ``[start, upto)``."""
-        if upto <= 0:
+        """Write the closed state runs left pending (`refresh_state`), then every state run's constant values
+        for ticks ``[start, upto)``. A family's runs are written one after the other (its rows' memory is
+        touched once per store read, not once per state change)."""
+        closed = self._closed
+        if upto <= 0 and not closed:
             return
         if upto > self.store._cols:
             self.store.set_n_ticks(upto)
-        for run in self._runs.values():
+        if closed:
+            self._closed = {}
+            self._n_closed = 0
+        for name, run in self._runs.items():
             fam, r0, r1, dense, start = run
+            for c0, c1, values, a, b in closed.get(name, ()):
+                fam._data[c0:c1, a:b] = values[:, None]
             if upto > start and r1 > r0:
                 fam._data[r0:r1, start:upto] = dense[:, None]
                 run[4] = upto
@@ -798,31 +849,39 @@ class MetricWriter:
         return out
 
     def _dep_values(self, dep) -> list[float]:
-        """The values of a Deployment's series, in `_dep_keys` order."""
-        sim = self.sim
+        """The values of a Deployment's series, in `_dep_keys` order (one pass over its live pods)."""
         eff = self._eff
-        live = dep.live_pods()
-        ready_of = [eff[p.slot] for p in live]
-        avail = sum(ready_of)
-        out = [float(dep.replicas), float(len(live)), float(avail),
-               float(max(0, dep.replicas - avail) if live or dep.replicas else 0), float(len(dep.current.pods))]
-        # the statuses of `SimBackend.deployment_conditions` (its messages are not exported here)
-        _, unavail = rolling_params(dep.replicas)
-        for st in ("true" if avail >= dep.replicas - unavail else "false", "false" if dep.progress_failed else "true"):
-            out += [float(st == "true"), float(st == "false"), float(st == "unknown")]
-        out += [float(dep.generation), float(dep.observed_generation)]
-        out += [float(sum(1 for p in rs.pods if eff[p.slot])) for rs in dep.rss]
-        # `endpoints_of(dep.svc)`'s two lists, counted
-        n_ready = n_not = 0
-        if not sim.res.no_endpoints[dep.svc]:
-            for p, r in zip(live, ready_of):
-                if p.node < 0 or p.cstate == "waiting" and p.reason in ("ContainerCreating", "ErrImagePull", "ImagePullBackOff"):
+        per_rs = []
+        n_live = avail = n_ready = n_not = 0
+        for rs in dep.rss:
+            k = 0
+            for p in rs.pods:
+                n_live += 1
+                r = eff[p.slot]
+                if r:
+                    k += 1
+                # `endpoints_of(dep.svc)`'s two lists, counted: pods with an address
+                if p.node < 0 or p.cstate == "waiting" and p.reason in _NO_ADDRESS:
                     continue
                 if r:
                     n_ready += 1
                 else:
                     n_not += 1
-        out += [float(n_ready), float(n_not)]
+            per_rs.append(float(k))
+            avail += k
+        if self.sim.res.no_endpoints[dep.svc]:
+            n_ready = n_not = 0
+        d = dep.replicas
+        out = [float(d), float(n_live), float(avail), float(max(0, d - avail) if n_live or d else 0),
+               float(len(dep.current.pods))]
+        # the statuses of `SimBackend.deployment_conditions` (its messages are not exported here): Available, then
+        # Progressing, each as (true, false, unknown)
+        _, unavail = rolling_params(d)
+        out += _TRUE if avail >= d - unavail else _FALSE
+        out += _FALSE if dep.progress_failed else _TRUE
+        out += (float(dep.generation), float(dep.observed_generation))
+        out += per_rs
+        out += (float(n_ready), float(n_not))
         return out
 
     def _dep_series(self, dep) -> list[tuple[str, tuple, float]]:
@@ -855,6 +914,13 @@ class MetricWriter:
         for res, hard in self.sim.cluster.quota_hard.items():
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "hard"), hard
             yield "kube_resourcequota", (ns, f"{ns}-quota", res, "used"), used[res]
+
+
+#: a condition's (true, false, unknown) series values for status "true" and "false"
+_TRUE = (1.0, 0.0, 0.0)
+_FALSE = (0.0, 1.0, 0.0)
+#: waiting reasons of a container whose pod has no address yet (`SimBackend.endpoints_of` leaves it out)
+_NO_ADDRESS = ("ContainerCreating", "ErrImagePull", "ImagePullBackOff")
 
 
 def _live_on(vl: list, row: int) -> None:

@@ -59,6 +59,7 @@ class TickInputs:
 
     def __post_init__(self) -> None:
         self._x_fixed = None
+        self._raw = None   # (`SimBackend._build_inputs`: the bytes it was made of, when it made it)
 
 
 @dataclass
@@ -310,9 +311,23 @@ def window(out: TickOutputs, a: int, b: int) -> TickOutputs:
     return TickOutputs(*(getattr(out, f)[a:b] for f in out.__dataclass_fields__))
 
 
-def concat(outs: list[TickOutputs]) -> TickOutputs:
-    """The outputs of consecutive batches as one batch (every field joined along the tick axis)."""
-    return TickOutputs(*(np.concatenate([getattr(o, f) for o in outs], axis=0) for f in outs[0].__dataclass_fields__))
+def concat(outs: list[TickOutputs], fields: frozenset[str] | None = None) -> TickOutputs:
+    """The outputs of consecutive batches as one batch (every field joined along the tick axis; with ``fields``,
+    those alone, the others None: for a reader of these fields only).
+
+    >>> import numpy as np
+    >>> a = TickOutputs(*(np.full((1, 2), 1.0) for _ in TickOutputs.__dataclass_fields__))
+    >>> b = TickOutputs(*(np.full((2, 2), 2.0) for _ in TickOutputs.__dataclass_fields__))
+    >>> concat([a, b]).edge_rate.tolist()
+    [[1.0, 1.0], [2.0, 2.0], [2.0, 2.0]]
+    >>> part = concat([a, b], frozenset({"edge_rate"}))
+    >>> part.edge_rate.shape, part.edge_fail is None
+    ((3, 2), True)
+    """
+    if fields is None:
+        return TickOutputs(*(np.concatenate([getattr(o, f) for o in outs], axis=0) for f in outs[0].__dataclass_fields__))
+    return TickOutputs(*(np.concatenate([getattr(o, f) for o in outs], axis=0) if f in fields else None
+                         for f in outs[0].__dataclass_fields__))
 
 
 def take(out: TickOutputs, k: int) -> TickOutputs:

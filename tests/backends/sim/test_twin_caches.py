@@ -183,3 +183,53 @@ def test_zone_latency_and_effect_masks_equal_their_definitions(monkeypatch):
     for e in range(m.E):
         mask = faulthook._mask_edge(type("S", (), {"m": m})(), e)
         assert not mask.flags.writeable and mask.tolist() == (m.node_edge == e).tolist()
+
+
+def test_inputs_equal_to_the_current_ones_are_the_current_ones(monkeypatch):
+    """A state refresh whose traffic inputs come out bit for bit the current ones keeps the current (prepared)
+    inputs object and its no-endpoint shares: the same history, evidence and store as building new inputs at
+    every refresh (the definition), through churn, OOM kills, drains, faults and node loss."""
+    from sremarathon_env.backends.sim import backend as backend_mod
+    from tests.backends.sim.twins import assert_same_twins
+
+    seen = {"builds": 0, "kept": 0}
+    build = backend_mod.SimBackend._build_inputs
+
+    def counted(self, T, n, cap):
+        before = getattr(self, "inputs", None)
+        build(self, T, n, cap)
+        seen["builds"] += 1
+        if self.inputs is before:
+            seen["kept"] += 1
+            want = (self.ready_count, self.inputs.capacity, self.inputs.burn, self.res.lat_add, self.res.e_app,
+                    self.res.e_unreach, self.inputs.net_ms, self.res.no_endpoints)
+            assert self.inputs._raw == backend_mod._raw_inputs_key(*want)
+            assert self.ready_count is self.inputs.ready
+
+    def run(fresh: bool):
+        if fresh:   # the definition: new inputs at every build
+            monkeypatch.setattr(backend_mod, "_raw_inputs_key", lambda *arrays: object())
+        sim = SimBackend("online-boutique", seed=3)
+        evidence = []
+        advance = sim.advance_to
+        sim.advance_to = lambda t: evidence.extend(advance(t)) or []
+        _drive(sim)
+        t = 420
+        for svc in ("frontend", "cartservice", "adservice", "currencyservice"):   # new pods beside serving ones
+            sim.restart(svc)
+            t += 60
+            sim.advance_to(t)
+        sim.apply_effect(Effect(kind="error_rate", service="cartservice", rate=0.4))
+        sim.apply_effect(Effect(kind="node_down", node=sim.cluster.nodes[0].name))
+        sim.restart("frontend")
+        sim.advance_to(t + 300)
+        del sim.advance_to
+        monkeypatch.undo()
+        return sim, evidence
+
+    monkeypatch.setattr(backend_mod.SimBackend, "_build_inputs", counted)
+    fast, ev_fast = run(False)
+    assert seen["kept"] > 3 and seen["builds"] > seen["kept"]
+    plain, ev_plain = run(True)
+    assert ev_fast == ev_plain and len(ev_fast) > 40
+    assert_same_twins(fast, plain)

@@ -208,6 +208,50 @@ def test_the_call_fingerprint_sees_every_argument():
     assert backend_mod._fp_part(long_a) != backend_mod._fp_part(long_b)
 
 
+def test_the_call_fingerprint_parts_equal_their_definition():
+    """`_fp_part` (plain numbers and short texts taken at once, exact types first) gives `_fp_part_plain`'s values
+    for nested calls of every kind: subclasses of str, int, float, tuple and dict, models, long and short texts."""
+    import collections
+    import enum
+    import random
+
+    class Kind(str, enum.Enum):
+        A = "a"
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    class Mapping(dict):
+        pass
+
+    rnd = random.Random(3)
+    leaves = [None, True, False, 0, -7, 2**70, 1.5, float("nan"), -0.0, np.float64(2.5), np.int64(3), "", "short",
+              "y" * 200, "y" * 201, "z" * 5000, Kind.A, Level.LOW, b"bytes",
+              Effect(kind="latency", service="cartservice", ms=50.0), Effect(kind="node_down", node="n-1")]
+
+    def draw(depth):
+        r = rnd.random()
+        if depth > 3 or r < 0.4:
+            return rnd.choice(leaves)
+        n = rnd.randint(0, 4)
+        kind = rnd.choice(("list", "tuple", "dict", "pair", "mapping"))
+        if kind == "pair":
+            return Pair(draw(depth + 1), draw(depth + 1))
+        if kind in ("dict", "mapping"):
+            d = {f"k{i}": draw(depth + 1) for i in range(n)}
+            return Mapping(d) if kind == "mapping" else d
+        items = [draw(depth + 1) for _ in range(n)]
+        return items if kind == "list" else tuple(items)
+
+    for _ in range(2000):
+        call = ("call",) + tuple(draw(0) for _ in range(rnd.randint(0, 6)))
+        assert repr(backend_mod._fp_part(call)) == repr(backend_mod._fp_part_plain(call))
+        assert backend_mod._fp_part(call[1:]) == backend_mod._fp_part_plain(call[1:]) or \
+            repr(call).count("nan")   # (NaN is unequal to itself: the reprs above hold)
+
+
 def test_a_follower_keeps_its_tape_until_it_diverges(monkeypatch):
     monkeypatch.setattr(backend_mod, "_TAPES", {})
     ref_sim, ref = _reference(seed=8)
