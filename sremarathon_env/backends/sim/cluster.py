@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from apps.spec import AppSpec, ServiceSpec
-from sremarathon_env.backends.sim.util import KeyedDraws, UniformDraws, suffix, template_hash
+from sremarathon_env.backends.sim.util import KeyedDraws, child_rng, suffix, template_hash
 
 BACKOFF_START_S = 10.0
 BACKOFF_MAX_S = 300.0
@@ -406,13 +406,13 @@ class Cluster:
             keep.picks[key] = node
         return node
 
-    def _draws(self, rng_key: tuple) -> "KeyedDraws | UniformDraws":
-        """A kubelet moment's generator (the uniform draws of ``child_rng(*rng_key)``: `UniformDraws`), through the
-        record of a taped run (`KeyedDraws`: a twin that records one keeps its draws there; one that follows a run
-        of its seed is served them, whatever its calls: a generator's values depend on its seed and keys alone)."""
+    def _draws(self, rng_key: tuple) -> "KeyedDraws | np.random.Generator":
+        """A kubelet moment's generator (``child_rng(*rng_key)``), through the record of a taped run
+        (`KeyedDraws`: a twin that records one keeps its draws there; one that follows a run of its seed is
+        served them, whatever its calls: a generator's values depend on its seed and keys alone)."""
         memo = self.taped() if self.taped is not None else None
         if memo is None:
-            return UniformDraws(rng_key[0], "\x1f".join(map(str, rng_key[1:])))
+            return child_rng(*rng_key)
         keep, found, _ = memo
         return KeyedDraws(keep.draws if keep is not None else found.draws, keep is not None, *rng_key)
 

@@ -12,7 +12,6 @@ True
 from __future__ import annotations
 
 import hashlib
-import math
 from functools import lru_cache
 import json
 from datetime import datetime, timedelta, timezone
@@ -57,62 +56,6 @@ def _rng_of_plain(seed: int, joined: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
-#: PCG64's 128-bit LCG multiplier (numpy's PCG_DEFAULT_MULTIPLIER_128) and masks
-_PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
-_M128 = (1 << 128) - 1
-_M64 = (1 << 64) - 1
-
-
-class UniformDraws:
-    """``child_rng(seed, *keys).uniform(low, high)`` for scalar bounds, call after call: the same floats, without
-    building numpy's generator objects (which cost more than the few draws a kubelet moment makes). The state is
-    numpy's PCG64 seeded by the same `SeedSequence` (its ``generate_state`` from the pool, here): ``pcg64_set_seed`` (state 0, increment ``2 * seq + 1``, a step,
-    the seed added, a step); each draw steps the LCG and takes the XSL-RR output of the new state, and ``uniform``
-    is ``low + (high - low) * ((x >> 11) * 2**-53)`` (numpy's ``random_uniform`` and ``next_double``), in Python
-    integers and the same two IEEE operations. ``joined``: the keys' texts joined by U+001F (`_rng_of`).
-
-    >>> d = UniformDraws(7, "kubelet\x1fp-1\x1f0\x1fstart\x1f12.5")
-    >>> g = child_rng(7, "kubelet", "p-1", 0, "start", 12.5)
-    >>> [d.uniform(0.8, 1.2), d.uniform(0.0, 1.0)] == [g.uniform(0.8, 1.2), g.uniform(0.0, 1.0)]
-    True
-    """
-
-    __slots__ = ("_state", "_inc")
-
-    def __init__(self, seed: int, joined: str):
-        words = np.frombuffer((int(seed) & 0xFFFFFFFF).to_bytes(4, "little") + hashlib.sha256(joined.encode()).digest()[:16],
-                              dtype="<u4")
-        # `SeedSequence.generate_state(4, np.uint64)` from the sequence's pool: eight 32-bit words, paired
-        # little-endian into four 64-bit ones (seed high, seed low, sequence high, sequence low)
-        pool = np.random.SeedSequence(words).pool.tolist()
-        out = []
-        h = 0x8B51F9DD   # INIT_B
-        for i in range(8):
-            v = pool[i & 3] ^ h
-            h = (h * 0x58F38DED) & 0xFFFFFFFF   # MULT_B
-            v = (v * h) & 0xFFFFFFFF
-            out.append(v ^ (v >> 16))
-        s_hi, s_lo, i_hi, i_lo = (out[0] | out[1] << 32, out[2] | out[3] << 32, out[4] | out[5] << 32,
-                                  out[6] | out[7] << 32)
-        inc = ((((i_hi << 64) | i_lo) << 1) | 1) & _M128
-        # state 0 stepped is the increment; plus the seed; stepped
-        self._state = ((((inc + ((s_hi << 64) | s_lo)) & _M128) * _PCG_MULT) + inc) & _M128
-        self._inc = inc
-
-    def uniform(self, low: float, high: float) -> float:
-        low = float(low)
-        rng = float(high) - low
-        if not math.isfinite(rng):
-            raise OverflowError("high - low range exceeds valid bounds")
-        if rng < 0:
-            raise ValueError("rng < 0")
-        st = self._state = (self._state * _PCG_MULT + self._inc) & _M128
-        rot = st >> 122
-        x = ((st >> 64) ^ st) & _M64
-        x = ((x >> rot) | (x << ((64 - rot) & 63))) & _M64
-        return low + rng * ((x >> 11) * (1.0 / 9007199254740992.0))
-
-
 class KeyedDraws:
     """The draws of ``child_rng(seed, *keys)`` (``uniform`` only), the same values, with a record of them in
     ``book``: a draw that the record holds as the same call at the same position (the same arguments after the
@@ -152,7 +95,7 @@ class KeyedDraws:
         if self._rng is None:
             if j < len(log) and log[j] == low and log[j + 1] == high:
                 return log[j + 2]
-            rng = self._rng = UniformDraws(self._seed, self._text)
+            rng = self._rng = _rng_of(self._seed, self._text)
             for m in range(0, j, 3):   # the calls served so far: the generator's state after them
                 rng.uniform(log[m], log[m + 1])
             self._own = self._own and j == len(log)
