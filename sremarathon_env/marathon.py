@@ -354,7 +354,8 @@ class _Driver:
         twin's traffic of all the span's blocks in one step, the same numbers). A tick's checks read its own state:
         the live state's part (`check_live`) is taken right after its block, before the next events; the tick
         reads (`check_at`, against ``at(tick)``) once the span has ended. A span starts after a block's events and
-        ends before events that read the twin's health (`_reads_health`). (tests/test_marathon_spans.py holds the records to `tick`'s block by block.)"""
+        ends before events that read the twin's health (`_reads_health`). (tests/test_marathon_spans.py holds the
+        records to those of `tick`'s blocks.)"""
         tick_s = self.cfg.tick_s
         b = self.backend
         pending: list[tuple[int, list, list]] = []   # (tick, [(live fault, its live part)], events)
@@ -377,9 +378,12 @@ class _Driver:
                 pending.append((kk, live, events))
                 pending.extend((j, live, []) for j in range(kk + 1, k_end + 1))
                 kk = k_end + 1
-        finally:
-            if span:
-                self._end_span(pending)
+        except BaseException:
+            if span:   # the twin leaves its deferred span; the error goes on (the span's ticks are lost with it)
+                self.backend.end_deferred()
+            raise
+        if span:
+            self._end_span(pending)
         return self._ready.pop(k)
 
     def _end_span(self, pending: list) -> None:

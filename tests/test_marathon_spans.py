@@ -106,3 +106,24 @@ def test_a_health_reading_event_ends_the_span():
     effects = [x for x in drv.live if x.fault.realisation.kind == "effects"
                and not any(e.kind == "load_factor" for e in x.fault.realisation.effects)]
     assert effects and not any(M._health_event(x.fault, x.start_s, x.end_s, x.end_s) for x in effects)
+
+
+def test_an_error_inside_a_span_goes_on_and_leaves_the_twin_out_of_it(monkeypatch):
+    m = M.Marathon(M.MarathonConfig(app="online-boutique", seed=1, reference_run=False))
+    m.start(observe=False)
+    m.end_invocation()
+    calls = []
+    orig = M._Driver._apply_events
+
+    def failing(self, t):
+        calls.append(t)
+        if len(calls) == 3:
+            raise RuntimeError("boom")
+        return orig(self, t)
+
+    monkeypatch.setattr(M._Driver, "_apply_events", failing)
+    with pytest.raises(RuntimeError, match="boom"):
+        m.advance_to_next_invocation()
+    assert len(calls) == 3
+    t = m.backend.now + m.config.tick_s
+    assert all(ev is not None for ev in m.backend.advance_to(t))   # (inside a span: one None per tick)
