@@ -247,7 +247,30 @@ def _render_config(app: AppSpec, service: str, fmt: str) -> str:
 @lru_cache(maxsize=1024)
 def _parse_config(text: str, fmt: str) -> Any:
     """The parsed config file, cached by content (the same trees are built again and again: every fault
-    of a run and every run of a process). The result is shared: callers only read it."""
+    of a run and every run of a process). The result is shared: callers only read it.
+
+    A YAML or TOML text that ends in comment lines (`_comment_tail`: benign deploys append one to a file, so a
+    run's config texts are those of other runs plus such lines) is what the text before them parses to, where
+    that parses: a comment line at the start of a line, after a complete document, adds no token to the stream
+    (tests/apps/test_sources_comment_tail.py holds the two to the same value, or the same error, on the apps'
+    configs with random comment tails and on hand-picked texts that end in block scalars, plain scalars, flow
+    collections, document markers and several documents).
+
+    >>> _parse_config("a: 1\\n# docs: a note\\n", "yaml") is _parse_config("a: 1\\n", "yaml")
+    True
+    """
+    if fmt == "yaml" or fmt == "toml":
+        i = _comment_tail(text, ("#",))
+        if i >= 0:
+            try:
+                return _parse_config(text[:i], fmt)
+            except Exception:   # noqa: BLE001 - no verdict from the text before: the whole text is parsed
+                pass
+    return _parse_text(text, fmt)
+
+
+def _parse_text(text: str, fmt: str) -> Any:
+    """The definition of `_parse_config`: the text parsed in its format (a fresh result, not kept)."""
     if fmt == "json":
         return json.loads(text)
     if fmt == "toml":
@@ -789,10 +812,73 @@ def _lint_yaml(text: str) -> None:
     yaml_load(text, all_documents=True)
 
 
+#: the text of a trailing comment line after its prefix and space: printable ASCII (no tab, no control character)
+_COMMENT_TEXT = re.compile(r"[ -~]*")
+
+
+def _comment_tail(text: str, prefixes: tuple[str, ...]) -> int:
+    """Where the run of comment lines that ends ``text`` starts, or -1 where its last line is not one (or the
+    text does not end in a newline). A comment line starts at a line start with one of ``prefixes``, then a
+    space and printable ASCII up to its newline (how `faults.noise.benign_change` edits a file).
+
+    >>> _comment_tail("a: 1\\n# one\\n# two\\n", ("#",)), _comment_tail("a: 1 # x\\n", ("#",))
+    (5, -1)
+    >>> _comment_tail("x\\n// y\\n", ("//",)), _comment_tail("# z\\n", ("#",)), _comment_tail("# z", ("#",))
+    (2, 0, -1)
+    """
+    if not prefixes or not text.endswith("\n"):
+        return -1
+    start = -1
+    end = len(text) - 1          # the newline that ends the line looked at
+    while True:
+        ls = text.rfind("\n", 0, end) + 1
+        for p in prefixes:
+            k = ls + len(p)
+            if text.startswith(p, ls) and text.startswith(" ", k) and _COMMENT_TEXT.fullmatch(text, k + 1, end):
+                break
+        else:
+            return start
+        start = ls
+        if ls == 0:
+            return 0
+        end = ls - 1
+
+
+def _tail_prefixes(ext: str) -> tuple[str, ...]:
+    """The prefixes of the comment lines `_lint_file` may cut off a file of extension ``ext`` (see there)."""
+    if ext in (".py", ".yaml", ".yml", ".toml"):
+        return ("#",)
+    if ext in (".json", ".xml", ".csproj"):
+        return ()
+    return _LINE_COMMENTS.get(ext, ())
+
+
 @lru_cache(maxsize=4096)
 def _lint_file(path: str, text: str) -> str | None:
     """One file's lint error (``"path: message"``) or None; a pure function of path and content, cached
-    (a build re-lints a whole tree of which usually one file changed)."""
+    (a build re-lints a whole tree of which usually one file changed).
+
+    A text that ends in comment lines (`_comment_tail`, with the prefixes the file's linter reads as a comment to
+    the end of the line: ``#`` for Python, YAML and TOML, the bracket check's line comments otherwise) passes
+    where the text before them passes: after a complete, well-formed text such a line is a comment for every
+    linter here (Python: from the third line on, so that it is never an encoding declaration). A text before
+    them that does not pass gives no verdict: the whole text is linted then, for its own message.
+    (tests/apps/test_sources_comment_tail.py holds this to the full lint on every file of the apps' trees and
+    catalogue changes with random comment tails, and on hand-picked texts.)
+
+    >>> _lint_file("a.py", "x = 1\\ny = 2\\n# docs: note\\n"), _lint_file("a.py", "x = (\\n# docs: note\\n")
+    (None, "a.py: line 1: '(' was never closed")
+    """
+    ext = Path(path).suffix.lower()
+    name = Path(path).name
+    i = _comment_tail(text, _tail_prefixes(ext if ext else "." + name.lower()))
+    if i >= 0 and (ext != ".py" or text.count("\n", 0, i) >= 2) and _lint_file(path, text[:i]) is None:
+        return None
+    return _lint_text(path, text)
+
+
+def _lint_text(path: str, text: str) -> str | None:
+    """The definition of `_lint_file`: the file's text parsed or bracket-checked in its language."""
     ext = Path(path).suffix.lower()
     name = Path(path).name
     try:

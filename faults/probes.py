@@ -50,11 +50,14 @@ def _le(value: float, threshold: float) -> bool:
     return math.isnan(value) or value <= threshold
 
 
-def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, artifact_ok: Any = None) -> bool:
+def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, artifact_ok: Any = None,
+             rollout_rev: tuple | None = None) -> bool:
     """True when the probe's condition holds now.
 
     ``memo`` keeps state between evaluations (``restarts_stable`` compares the restart count with
-    the previous call). ``artifact_ok`` is a zero-argument callable used by ``artifact`` probes."""
+    the previous call). ``artifact_ok`` is a zero-argument callable used by ``artifact`` probes.
+    ``rollout_rev``: ``(revision,)``, `rollout_revision` of the probe taken earlier (for a ``rollout_ok`` probe
+    read against a past tick after the live state moved on); None: read it now."""
     k = probe.kind
     if k in ("path_error_ratio_max", "path_p95_ms_max", "degraded_ratio_max"):
         h = backend.path_health(probe.path)
@@ -94,13 +97,7 @@ def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, art
         return ready_ok and (prev is None or restarts <= prev)
     if k == "rollout_ok":
         desired = _num(backend.service_health(probe.service), "desired", default=1.0)
-        spec = backend.deployment_spec(probe.service) if hasattr(backend, "deployment_spec") else None
-        if spec is not None:
-            rev = spec.get("revision")
-        else:
-            hist = [h for h in (backend.deploy_history(probe.service) or []) if isinstance(h, dict)]
-            cur = [h for h in hist if h.get("current")] or hist[-1:]
-            rev = cur[-1].get("revision") if cur else None
+        rev = rollout_revision(probe, backend) if rollout_rev is None else rollout_rev[0]
         if rev is None:
             return True
         ready = backend.serving_revisions(probe.service).get(int(rev), 0)
@@ -108,3 +105,13 @@ def probe_ok(probe: Probe, backend: Any, memo: dict[str, Any] | None = None, art
     if k == "artifact":
         return bool(artifact_ok()) if artifact_ok is not None else True
     raise ValueError(f"unknown probe kind {k!r}")
+
+
+def rollout_revision(probe: Probe, backend: Any) -> Any:
+    """The revision a ``rollout_ok`` probe waits for: the current template's (the live state), None if unknown."""
+    spec = backend.deployment_spec(probe.service) if hasattr(backend, "deployment_spec") else None
+    if spec is not None:
+        return spec.get("revision")
+    hist = [h for h in (backend.deploy_history(probe.service) or []) if isinstance(h, dict)]
+    cur = [h for h in hist if h.get("current")] or hist[-1:]
+    return cur[-1].get("revision") if cur else None

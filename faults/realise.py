@@ -28,6 +28,7 @@ from typing import Any
 
 from faults.model import Artifact, Fault, FileChange, RepairOption
 from faults.probes import probe_ok as _probe_ok
+from faults.probes import rollout_revision
 
 
 @dataclass
@@ -214,23 +215,7 @@ def artifact_ok(fault: Fault, handle: FaultHandle, backend: Any) -> bool:
     """True when the responsible artifact is verifiably corrected (or the fault reverted)."""
     r = fault.realisation
     if r.kind == "effects":
-        active = getattr(backend, "effect_active", None)
-        if handle.reverted:
-            return True
-        if active is None:
-            return False
-        for x, e in zip(handle.effect_handles, r.effects):
-            if not active(x):
-                continue
-            if e.kind == "node_down":   # nobody can fix the node: corrected once nothing runs on it
-                if _pods_on_node(backend, e.node):
-                    return False
-            elif e.kind == "load_factor":  # nobody can stop the users: corrected once capacity is added
-                if not _scaled_as_repaired(fault, backend):
-                    return False
-            else:
-                return False
-        return True
+        return handle.reverted or _effects_ok(fault, handle, backend)
     if r.kind == "scale":
         d = backend.service_health(r.service).get("desired")
         return d is not None and d >= max(1, handle.prior.get("replicas", 1))
@@ -247,8 +232,37 @@ def artifact_ok(fault: Fault, handle: FaultHandle, backend: Any) -> bool:
         now = backend.env_of(r.target).get(r.key) if r.service else backend.flag_variant(r.key)
         return now != r.value
     # deploy: the current spec no longer carries the change and no ready pod of the bad revision is left
-    if handle.revision is not None and backend.serving_revisions(r.service).get(handle.revision, 0) > 0:
+    return not _bad_revision_serves(fault, handle, backend) and _deploy_spec_ok(fault, backend)
+
+
+def _effects_ok(fault: Fault, handle: FaultHandle, backend: Any) -> bool:
+    """`artifact_ok` of a fault realised as effects that is not reverted: its effects' state (tick reads)."""
+    active = getattr(backend, "effect_active", None)
+    if active is None:
         return False
+    for x, e in zip(handle.effect_handles, fault.realisation.effects):
+        if not active(x):
+            continue
+        if e.kind == "node_down":   # nobody can fix the node: corrected once nothing runs on it
+            if _pods_on_node(backend, e.node):
+                return False
+        elif e.kind == "load_factor":  # nobody can stop the users: corrected once capacity is added
+            if not _scaled_as_repaired(fault, backend):
+                return False
+        else:
+            return False
+    return True
+
+
+def _bad_revision_serves(fault: Fault, handle: FaultHandle, backend: Any) -> bool:
+    """A deploy's part of `artifact_ok` that reads the pods (a tick read): a ready pod of the bad revision is left."""
+    return handle.revision is not None and backend.serving_revisions(fault.realisation.service).get(handle.revision, 0) > 0
+
+
+def _deploy_spec_ok(fault: Fault, backend: Any) -> bool:
+    """A deploy's part of `artifact_ok` that reads the configuration, image and sources (the live state): the
+    current spec no longer carries the change."""
+    r = fault.realisation
     if r.env:
         env = backend.env_of(r.service)
         if any(env.get(k) == v for k, v in r.env.items()):
@@ -262,6 +276,56 @@ def artifact_ok(fault: Fault, handle: FaultHandle, backend: Any) -> bool:
         if text is not None and fc.new in text and fc.new not in fc.old:
             return False
     return True
+
+
+def check_live(fault: Fault, handle: FaultHandle, backend: Any) -> tuple:
+    """What `artifact_ok` and `probe_ok` of a fault read of the live state (the handle, configuration, sources,
+    deploy history), taken now, for `check_at` to finish the two against a tick's view later, once the twin has
+    the tick's numbers (the run loop's deferred spans: events in between may change the live state, never a past
+    tick's reads). ``(artifact part, rollout revision)``: the handle's reverted flag (effects), the whole verdict
+    (resources, config: live reads only), the spec part (deploy: `_deploy_spec_ok`) or None (scale: tick reads
+    only); the revision a ``rollout_ok`` probe checks (`probes.rollout_revision`), else None.
+    (tests/faults/test_checks_split.py holds ``check_at(.., check_live(..), view)`` to `artifact_ok` and `probe_ok`.)"""
+    r = fault.realisation
+    if r.kind == "effects":
+        art: Any = handle.reverted
+    elif r.kind in ("resources", "config"):
+        art = artifact_ok(fault, handle, backend)
+    elif r.kind == "deploy":
+        art = _deploy_spec_ok(fault, backend)
+    else:
+        art = None
+    rev = rollout_revision(fault.probe, backend) if fault.probe.kind == "rollout_ok" else None
+    return art, rev
+
+
+def check_at(fault: Fault, handle: FaultHandle, live: tuple, view: Any, memo: dict | None = None) -> tuple[bool, bool]:
+    """``(artifact_ok, probe_ok)`` of the fault against ``view`` (a tick's reads), the live state's part from ``live``
+    (`check_live`, taken at that tick): what ``artifact_ok(fault, handle, view)`` and ``probe_ok(fault, view, memo,
+    handle, artifact=...)`` give when the live state is still that tick's.
+
+    >>> from faults.catalogue import load_catalogue
+    >>> from sremarathon_env.backends.sim import SimBackend
+    >>> b = SimBackend("online-boutique", 0, tick_s=15.0)
+    >>> f = next(f for f in load_catalogue("online-boutique") if f.realisation.kind == "config" and f.realisation.service)
+    >>> h = inject(f, b)
+    >>> _ = b.advance_to(60.0)
+    >>> live, view = check_live(f, h, b), b.at(60.0)
+    >>> art = artifact_ok(f, h, view)
+    >>> check_at(f, h, live, view, {}) == (art, probe_ok(f, view, {}, h, artifact=art))
+    True
+    """
+    art_live, rev = live
+    r = fault.realisation
+    if r.kind == "effects":
+        art = bool(art_live or _effects_ok(fault, handle, view))
+    elif r.kind in ("resources", "config"):
+        art = bool(art_live)
+    elif r.kind == "deploy":
+        art = (not _bad_revision_serves(fault, handle, view)) and art_live
+    else:
+        art = bool(artifact_ok(fault, handle, view))
+    return art, bool(_probe_ok(fault.probe, view, memo, artifact_ok=lambda: art, rollout_rev=(rev,)))
 
 
 def probe_ok(fault: Fault, backend: Any, memo: dict | None = None, handle: FaultHandle | None = None,

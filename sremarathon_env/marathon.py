@@ -36,7 +36,7 @@ from apps import load_app
 from faults.catalogue import CATALOGUE_VERSION, catalogue_apps, load_catalogue
 from faults.noise import apply_noise, end_noise
 from faults.orchestrator import Schedule, build_schedule
-from faults.realise import FaultHandle, artifact_ok, inject, probe_ok, revert
+from faults.realise import FaultHandle, artifact_ok, check_at, check_live, inject, probe_ok, revert
 from sremarathon_env.bundle import Recorder
 from sremarathon_env.pipeline import BuildPipeline
 from sremarathon_env.tools import Limits, ToolContext, ToolResult, ToolRuntime
@@ -132,6 +132,22 @@ def _faults_by_id(app: str) -> dict:
     return {f.id: f for f in load_catalogue(app)}
 
 
+#: the scored run advances a twin with metrics in deferred spans (`_Driver._run_span`); False: block by block
+#: (`_Driver.tick`'s definition; the tests compare the two)
+SPANS = True
+
+
+def _health_event(fault: Any, start_s: float, end_s: float, t: float) -> bool:
+    """Whether the fault's events due by ``t`` (its injection when ``start_s <= t``, its end when ``end_s <= t``) read
+    the twin's health (see `_Driver._reads_health`)."""
+    r = fault.realisation
+    if r.kind == "scale":
+        return True
+    if end_s <= t and r.kind == "effects":
+        return any(e.kind == "load_factor" for e in r.effects)
+    return False
+
+
 @dataclass
 class _Live:
     """A scheduled fault the run loop is tracking."""
@@ -179,6 +195,9 @@ class _Driver:
         self._ready: dict[int, tuple[Any, dict, list]] = {}   # tick index -> result, computed ahead
         self._limit_k = 0                                      # ticks up to here may be computed ahead
         self._blocks = hasattr(self.backend, "at")
+        # the scored run on a twin with metrics and deferred spans runs each plan in spans (`_run_span`)
+        self._spans = SPANS and self._blocks and hasattr(self.backend, "begin_deferred") \
+            and bool(getattr(self.backend, "metrics", False))
         self._pipeline = BuildPipeline(load_app(self.cfg.app))
         self._active: list[_Live] = []   # the injected faults not yet ended (`live` order): what `_checks` checks
 
@@ -314,6 +333,76 @@ class _Driver:
             self._ready[k + i] = (ev, {}, first.get(k + i, []))
         return self._ready.pop(k)
 
+    def _reads_health(self, t: float) -> bool:
+        """Whether applying the events due by ``t`` reads the twin's health of the current tick (which a deferred
+        span has not computed yet): a ``scale`` fault's injection (the prior replica count), and the end of a
+        ``scale`` fault or of effects with a ``load_factor`` (their artifact check at the end and in `revert`).
+        Every other event only intervenes and reads the live state (configuration, sources, pods, effects)."""
+        for lf in self._by_start[self._n_started:]:
+            if lf.start_s > t:
+                break
+            if _health_event(lf.fault, lf.start_s, lf.end_s, t):
+                return True
+        for lf in self._active:
+            if lf.end_s <= t and _health_event(lf.fault, math.inf, lf.end_s, t):
+                return True
+        return False
+
+    def _run_span(self, k: int) -> tuple[Any, dict, list]:
+        """The scored run on a twin with metrics (`_spans`): every tick up to the plan's end, events applied at their
+        ticks and the twin advanced in the same blocks as `tick` would, inside deferred spans (`begin_deferred`: the
+        twin's traffic of all the span's blocks in one step, the same numbers). A tick's checks read its own state:
+        the live state's part (`check_live`) is taken right after its block, before the next events; the tick
+        reads (`check_at`, against ``at(tick)``) once the span has ended. A span starts after a block's events and
+        ends before events that read the twin's health (`_reads_health`). (tests/test_marathon_spans.py holds the
+        records to those of `tick`'s blocks.)"""
+        tick_s = self.cfg.tick_s
+        b = self.backend
+        pending: list[tuple[int, list, list]] = []   # (tick, [(live fault, its live part)], events)
+        kk = k
+        span = False
+        try:
+            while kk <= self._limit_k:
+                if span and self._reads_health(kk * tick_s):
+                    span = False
+                    self._end_span(pending)
+                events = self._apply_events(kk * tick_s)
+                if not span:
+                    b.begin_deferred()
+                    span = True
+                k_end = max(kk, min(self._limit_k, self._next_event_k() - 1))
+                n = len(b.advance_to(k_end * tick_s))
+                if n != k_end - kk + 1:   # pragma: no cover - the twin returns one entry per tick
+                    raise RuntimeError(f"expected {k_end - kk + 1} ticks of evidence, got {n}")
+                live = [(lf, check_live(lf.fault, lf.handle, b)) for lf in self._active]
+                pending.append((kk, live, events))
+                pending.extend((j, live, []) for j in range(kk + 1, k_end + 1))
+                kk = k_end + 1
+        except BaseException:
+            if span:   # the twin leaves its deferred span; the error goes on (the span's ticks are lost with it)
+                self.backend.end_deferred()
+            raise
+        if span:
+            self._end_span(pending)
+        return self._ready.pop(k)
+
+    def _end_span(self, pending: list) -> None:
+        """End the deferred span (`end_deferred`) and make the ready results of its ticks (``pending``, emptied)."""
+        evidence = self.backend.end_deferred()
+        if len(evidence) != len(pending):   # pragma: no cover - the twin returns one entry per tick
+            raise RuntimeError(f"expected {len(pending)} ticks of evidence, got {len(evidence)}")
+        tick_s = self.cfg.tick_s
+        at = self.backend.at
+        for ev, (kk, live, events) in zip(evidence, pending):
+            view = at(kk * tick_s)
+            memo: dict = {}
+            probes: dict = {}
+            for lf, lv in live:
+                art, ok = check_at(lf.fault, lf.handle, lv, view, memo)
+                probes[lf.instance_id] = {"active": bool(lf.handle.ok), "probe_ok": ok, "artifact_ok": art}
+            self._ready[kk] = (ev, probes, events)
+        pending.clear()
+
     def tick(self, t: float) -> tuple[Any, dict, list]:
         """Apply the events due by ``t``, run the twin tick at ``t``, check the live faults."""
         k = self._k(t)
@@ -324,6 +413,8 @@ class _Driver:
         if not self.checks and self._blocks and self._limit_k > k and hasattr(self.backend, "begin_deferred") \
                 and not getattr(self.backend, "metrics", True):
             return self._run_deferred(k)
+        if self.checks and self._spans and self._limit_k > k:
+            return self._run_span(k)
         events = self._apply_events(t)
         tick_s = self.cfg.tick_s
         k_end = k

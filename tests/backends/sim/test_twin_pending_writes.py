@@ -13,6 +13,7 @@ from faults.effects import Effect
 from sremarathon_env.backends.sim import SimBackend
 from sremarathon_env.backends.sim import backend as backend_mod
 from sremarathon_env.backends.sim import metrics as metrics_mod
+from sremarathon_env import marathon as marathon_mod
 from sremarathon_env.marathon import Marathon, MarathonConfig
 from sremarathon_env.telemetry.store import MetricStore
 from tests.backends.sim.twins import assert_same_store, assert_same_twins
@@ -73,6 +74,8 @@ def test_pending_writes_give_the_store_of_writes_done_at_every_advance(monkeypat
 
     monkeypatch.setattr(SimBackend, "advance_to", eager)
     monkeypatch.setattr(metrics_mod.MetricWriter, "queue_pods", pods_now)
+    # block by block (a deferred span's advances leave their traffic to its end: no store read may come between)
+    monkeypatch.setattr(marathon_mod, "SPANS", False)
     now = _marathon(app, seed, act)
     assert sum(writes) == now.backend.store.n_ticks == lazy.backend.store.n_ticks   # every tick once (warm tick 0 too)
     assert sum(blocks) == now.backend.store.n_ticks   # every tick once, block by block
