@@ -235,6 +235,40 @@ def _expand_by_definition(template, m):
                   lambda x: "$" if x.group(1) else group(x.group(2) or x.group(3)), template)
 
 
+def test_memo_answers_like_a_cache_keyed_by_identity(monkeypatch):
+    """The memo (integer keys of one-input entries, tuple keys past TAGS_MAX or for several inputs, results and
+    held inputs in parallel generations) gives what a plain cache keyed by (tag, input identities) gives, while
+    entries are dropped by generation turnover and new lists take the identities of dropped ones."""
+    import random
+
+    from sremarathon_env.alerts import values as VA
+    for name, value in (("_MEMO", {}), ("_MEMO_OLD", {}), ("_MEMO_HELD", {}), ("_MEMO_HELD_OLD", {}),
+                        ("_TAG_NO", {}), ("TAGS_MAX", 3), ("MEMO_GENERATION", 25)):
+        monkeypatch.setattr(VA, name, value)
+    rnd = random.Random(7)
+    tags = [("t", i, ("a", "b")[i % 2]) for i in range(6)]   # 3 numbered tags, 3 with tuple keys
+    lists: list = [[("x", str(i))] for i in range(20)]
+    calls = 0
+    for step in range(3000):
+        if rnd.random() < 0.05:   # drop a list and make a new one (it may reuse a dropped identity)
+            lists[rnd.randrange(len(lists))] = [("x", str(step))]
+        tag = rnd.choice(tags)
+        ins = tuple(rnd.sample(lists, rnd.choice((1, 1, 1, 2))))
+        want = (tag, tuple(map(tuple, ins)))   # a pure function of the tag and the inputs' contents
+
+        def fn(tag=tag, ins=ins):
+            nonlocal calls
+            calls += 1
+            return None if tag[1] == 5 else (tag, tuple(map(tuple, ins)))
+        got = VA.memo(tag, ins, fn)
+        assert got == (None if tag[1] == 5 else want)
+        assert VA.memo_get(tag, ins) == got
+        assert len(VA._MEMO) <= VA.MEMO_GENERATION and len(VA._MEMO_OLD) <= VA.MEMO_GENERATION
+        assert VA._MEMO.keys() == VA._MEMO_HELD.keys() and VA._MEMO_OLD.keys() == VA._MEMO_HELD_OLD.keys()
+    assert len(VA._TAG_NO) == 3 and 0 < calls < 3000
+    assert VA.memo_get(("never",), (lists[0],)) is VA._NONE
+
+
 def test_template_expansion_equals_its_definition():
     import re
 
