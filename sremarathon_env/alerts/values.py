@@ -136,7 +136,7 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
     generation is dropped (label lists of finished episodes stop holding memory and stop costing the
     garbage collector), one in use stays.
     """
-    # (_memo_key and _memo_lookup, inline: this runs for every node of every rebuild)
+    # (_memo_key and _memo_lookup, inline: this runs for every node of every rebuild; most calls miss)
     if len(inputs) == 1:
         one = inputs[0]
         n = _TAG_NO.get(tag)
@@ -148,8 +148,9 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
     out = _MEMO.get(key, _NONE)
     if out is not _NONE:
         return out
-    out = _memo_lookup(key)
+    out = _MEMO_OLD.get(key, _NONE)
     if out is not _NONE:
+        _memo_put(key, _MEMO_HELD_OLD[key], out)
         return out
     out = fn()
     _memo_put(key, held, out)
