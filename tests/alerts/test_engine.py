@@ -287,8 +287,42 @@ def test_template_expansion_equals_its_definition():
             assert _go_expand(template, m) == _expand_by_definition(template, m), repr(template)   # parsed once
 
 
+def test_match_rows_equals_matching_each_row_by_definition():
+    """``match_rows`` (a ``__name__`` matcher decided once per family, the others per row on the label values)
+    selects the rows whose name and labels pass every matcher, read one by one (a missing label reads "")."""
+    import re
+
+    from sremarathon_env.alerts import engine as EN
+    from sremarathon_env.alerts.syntax import Matcher
+
+    rng = np.random.default_rng(5)
+    values = ["a", "", "b", "pod-1", "pod-2"]
+    for case in range(80):
+        names = tuple(rng.choice(["pod", "zeta", "le", "container"], size=int(rng.integers(1, 4)), replace=False).tolist())
+        store = MetricStore(step_s=15.0)
+        fname = str(rng.choice(["up", "kube_pod_info", "m_total"]))
+        fam = store.family(fname, names)
+        fam.rows(sorted({tuple(rng.choice(values, size=len(names)).tolist()) for _ in range(int(rng.integers(1, 12)))}))
+        info, pos = PromQLEngine(store)._row_info(fam, len(fam))
+        ms = []
+        for _ in range(int(rng.integers(0, 4))):
+            lname = str(rng.choice(["__name__", "pod", "zeta", "absent"]))
+            op = str(rng.choice(["=", "!=", "=~", "!~"]))
+            val = str(rng.choice(["up", "kube_.*", "a", "", "pod-.*", "m_total"]))
+            ms.append(Matcher(lname, op, val, re.compile(val) if "~" in op else None))
+        lo = int(rng.integers(0, len(fam)))
+        rows, lbs, keys = [], [], []
+        EN.match_rows(info, pos, ms, lo, len(fam), rows, lbs, keys, fam.name)
+        want = []
+        for r in range(lo, len(fam)):
+            d = dict(zip(("__name__",) + names, (fam.name,) + tuple(fam._label_values[r])))
+            if all(m.matches(d.get(m.name, "")) for m in ms):
+                want.append(r)
+        assert rows == want and lbs == [info[r][1] for r in want] and keys == [info[r][2] for r in want]
+
+
 def test_row_items_equal_their_definition():
-    """``_row_info`` makes each row's (name and values, label set, sort key) with a per-family template; the
+    """``_row_info`` makes each row's (label values, label set, sort key) with a per-family template; the
     items equal the definition: the sorted non-empty (name, value) pairs and ``_sort_key`` of them (None where a
     value holds \\x00 or \\x01), for label names with ``%`` and values with format characters."""
     from sremarathon_env.alerts import engine as EN
@@ -305,8 +339,9 @@ def test_row_items_equal_their_definition():
         EN._ROW_ITEMS.clear()
         EN._ROW_ITEMS_OLD.clear()
         info, pos = PromQLEngine(store)._row_info(fam, len(fam))
-        for lv, (va, lb, key) in zip(fam._label_values, info):
-            assert va == (fam.name,) + tuple(lv)
-            want = tuple(sorted((k, v) for k, v in zip(("__name__",) + names, va) if v != ""))
+        for lv, (vals, lb, key) in zip(fam._label_values, info):
+            assert vals == tuple(lv)
+            want = tuple(sorted((k, v) for k, v in zip(("__name__",) + names, (fam.name,) + vals) if v != ""))
             assert lb == want and key == _sort_key(want)
-        assert all(va[pos[n]] == va[i] for va, _, _ in info for i, n in enumerate(("__name__",) + names))
+        assert all(vals[pos[n]] == vals[i] for vals, _, _ in info for i, n in enumerate(names))
+        assert "__name__" not in pos
