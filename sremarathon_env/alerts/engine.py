@@ -419,7 +419,7 @@ class PromQLEngine:
             if ent[0] < n:
                 info, pos = self._row_info(fam, n)
                 fr, fl, fk = [], [], []
-                match_rows(info, pos, sel.matchers, ent[0], n, fr, fl, fk)
+                match_rows(info, pos, sel.matchers, ent[0], n, fr, fl, fk, fam.name)
                 if fr:
                     # the lists are this cache's own (results copy them): extended in place
                     ent[1].extend(fr)
@@ -466,8 +466,10 @@ class PromQLEngine:
         return parts, labels
 
     def _row_info(self, fam, n: int) -> tuple[list, dict]:
-        """((name and label values, label set, sort key) of each row of a family, made once per row; the
-        position of each label name in the first item).
+        """((label values, label set, sort key) of each row of a family, made once per row; the position of
+        each label name in the label values). The family name is not in the item (`match_rows` takes it once
+        per family): an item holds the row's values tuple it is keyed by, and leaves two new tracked tuples per
+        new row (label set, item) instead of three for the garbage collector's young collections.
 
         The label set is the sorted (name, value) pairs without empty values: names are the family's,
         sorted once, and each row's values are put in that order with one ``itemgetter`` call. A row's item
@@ -480,7 +482,7 @@ class PromQLEngine:
             order = sorted(range(len(names)), key=names.__getitem__)
             snames = tuple(names[i] for i in order)
             pick = (lambda va: (va[0],)) if len(order) == 1 else itemgetter(*order)
-            pos = {nm: i for i, nm in enumerate(names)}
+            pos = {nm: i for i, nm in enumerate(fam.label_names)}
             # the sort key's template: name, \x01, value, \x00 for each pair (names escaped for %)
             tmpl = "".join(nm.replace("%", "%%") + "\x01%s\x00" for nm in snames)
             ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick, tmpl, (fam.name, names))
@@ -509,13 +511,13 @@ class PromQLEngine:
                     if "" in pv:
                         ps = [(a, b) for a, b in zip(snames, pv) if b != ""]
                         lb = tuple(map(sd, ps, ps))
-                        it = (va, lb, _sort_key(lb))
+                        it = (lv, lb, _sort_key(lb))
                     else:
                         ps = list(zip(snames, pv))
                         lb = tuple(map(sd, ps, ps))
                         # _sort_key(lb): name, \x01, value, \x00 for each pair
                         text = tmpl % pv
-                        it = (va, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
+                        it = (lv, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
                 if cnt[0] >= gen_max:   # (_row_items_add, inline: it turns the generations over then)
                     _row_items_add()
                     new_d, old_d = _row_items(shape)
@@ -800,11 +802,19 @@ class PromQLEngine:
         return Vec(out_l, np.vstack(out_v), np.vstack(out_p))
 
 
-def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lbs: list, keys: list) -> None:
-    """Append to ``rows``, ``lbs`` and ``keys`` the rows ``lo .. hi-1`` of a family (`PromQLEngine._row_info`:
-    ``info[r]`` = (name and label values, label set, sort key), ``pos`` = label name -> position in the values)
-    whose values pass every matcher; a label a row lacks reads as ""."""
-    mi = [(m, m.op == "=", pos.get(m.name, -1)) for m in matchers]
+def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lbs: list, keys: list,
+               name: str) -> None:
+    """Append to ``rows``, ``lbs`` and ``keys`` the rows ``lo .. hi-1`` of the family ``name``
+    (`PromQLEngine._row_info`: ``info[r]`` = (label values, label set, sort key), ``pos`` = label name ->
+    position in the values) whose name and values pass every matcher; a label a row lacks reads as "".
+    A ``__name__`` matcher has one value for all the family's rows: it is decided once."""
+    mi = []
+    for m in matchers:
+        if m.name == "__name__":
+            if not (name == m.value if m.op == "=" else m.matches(name)):
+                return
+        else:
+            mi.append((m, m.op == "=", pos.get(m.name, -1)))
     for r in range(lo, hi):
         va, lb, k = info[r]
         for m, eq, i in mi:

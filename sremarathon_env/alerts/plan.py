@@ -1020,7 +1020,7 @@ class PackPlan:
                 st.own[fi] = True
             rows, lbs, keys = st.rows[fi], st.lbs[fi], st.keys[fi]
             a = len(rows)
-            match_rows(info, pos, matchers, st.done[fi], n, rows, lbs, keys)
+            match_rows(info, pos, matchers, st.done[fi], n, rows, lbs, keys, fam.name)
             st.done[fi] = n
             if None in keys[a:]:
                 st.fallback = True

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import compress
-from operator import is_ as _is
 
 import numpy as np
 
@@ -60,41 +59,72 @@ class Win:
     offset_ms: int
 
 
-#: memoised label work: (tag, identity of the one input list) or (tag, identities of the inputs) -> (the input
-#: list or the tuple of inputs, result); an entry holds one tuple besides its key (entries are long-lived: the
-#: fewer objects, the less work for the garbage collector)
-_MEMO: dict[tuple, tuple[object, object]] = {}
-#: the previous generation of ``_MEMO``: still answered (and moved back), dropped at the next turn
-_MEMO_OLD: dict[tuple, tuple[object, object]] = {}
+#: memoised label work: the key of the one input list and its tag (``_key1``) or (tag, identities of the inputs)
+#: -> result. ``_MEMO_HELD`` has the same keys and holds the input list (or the tuple of inputs) alive, so no
+#: other object can have its identity while the entry exists: a key found means these very inputs. Entries are
+#: long-lived: without an entry tuple and with integer keys, a new entry leaves no young object of its own
+#: for the garbage collector to traverse.
+_MEMO: dict = {}
+_MEMO_HELD: dict = {}
+#: the previous generation of ``_MEMO`` / ``_MEMO_HELD``: still answered (and moved back), dropped at the next turn
+_MEMO_OLD: dict = {}
+_MEMO_HELD_OLD: dict = {}
 #: entries per generation (a no-op Online Boutique marathon adds about 3000; at most twice this many are kept)
 MEMO_GENERATION = 4000
 
+#: tag -> its number, for the integer keys of one-input entries (numbers are never reused or changed)
+_TAG_NO: dict[tuple, int] = {}
+#: tags that get a number (later tags keep tuple keys); a key is ``id(input) * TAGS_MAX + number``
+TAGS_MAX = 4096
 
-def _memo_key(tag: tuple, inputs: tuple) -> tuple:
-    """The key of a memo entry: the tag and the identity of its one input (the usual case) or of each input."""
-    return (tag, id(inputs[0])) if len(inputs) == 1 else (tag, tuple(map(id, inputs)))
+
+def _key1(tag: tuple, one: object) -> object:
+    """The key of a memo entry with one input: an integer made of the input's identity and the tag's number.
+
+    An integer key, unlike a (tag, identity) tuple, is not tracked by the garbage collector and does not keep
+    the tag tuple alive (memo keys, entry tuples and their tags were ~7 % of the objects an Online Boutique
+    marathon's young collections traversed). Two distinct (tag, input) pairs have distinct keys while the input
+    lives (the entry holds it); tags past ``TAGS_MAX`` keep the (tag, identity) tuple, which never equals an
+    integer.
+
+    >>> a, b = [("x", "1")], [("x", "2")]
+    >>> k = _key1(("doc-t1",), a)
+    >>> k == _key1(("doc-t1",), a), k != _key1(("doc-t2",), a), k != _key1(("doc-t1",), b)
+    (True, True, True)
+    """
+    n = _TAG_NO.get(tag)
+    if n is None:
+        if len(_TAG_NO) >= TAGS_MAX:
+            return (tag, id(one))
+        n = _TAG_NO[tag] = len(_TAG_NO)
+    return id(one) * TAGS_MAX + n
 
 
-def _memo_put(key: tuple, entry: tuple) -> None:
+def _memo_key(tag: tuple, inputs: tuple) -> object:
+    """The key of a memo entry: ``_key1`` for one input (the usual case), (tag, identities) for several."""
+    return _key1(tag, inputs[0]) if len(inputs) == 1 else (tag, tuple(map(id, inputs)))
+
+
+def _memo_put(key: object, held: object, out: object) -> None:
     """Put an entry into the current generation, turning the generations over first where it is full (so that
     neither ever holds more than ``MEMO_GENERATION`` entries, whatever the nesting of memoised functions)."""
-    global _MEMO, _MEMO_OLD
+    global _MEMO, _MEMO_OLD, _MEMO_HELD, _MEMO_HELD_OLD
     if len(_MEMO) >= MEMO_GENERATION:
         _MEMO_OLD, _MEMO = _MEMO, {}
-    _MEMO[key] = entry
+        _MEMO_HELD_OLD, _MEMO_HELD = _MEMO_HELD, {}
+    _MEMO[key] = out
+    _MEMO_HELD[key] = held
 
 
-def _memo_hit(key: tuple, inputs: tuple):
-    """The cached entry for ``key`` if its inputs are these very objects (moved to the current generation)."""
-    hit = _MEMO.get(key)
-    if hit is None:
-        hit = _MEMO_OLD.get(key)
-        if hit is None:
-            return None
-        _memo_put(key, hit)
-    if len(inputs) == 1:   # (the entry holds the one input itself)
-        return hit if hit[0] is inputs[0] else None
-    return hit if all(map(_is, hit[0], inputs)) else None
+def _memo_lookup(key: object):
+    """The result stored under ``key`` (moved to the current generation if found in the previous one), or
+    ``_NONE``."""
+    out = _MEMO.get(key, _NONE)
+    if out is _NONE:
+        out = _MEMO_OLD.get(key, _NONE)
+        if out is not _NONE:
+            _memo_put(key, _MEMO_HELD_OLD[key], out)
+    return out
 
 
 def memo(tag: tuple, inputs: tuple[list, ...], fn):
@@ -106,26 +136,24 @@ def memo(tag: tuple, inputs: tuple[list, ...], fn):
     generation is dropped (label lists of finished episodes stop holding memory and stop costing the
     garbage collector), one in use stays.
     """
-    # (_memo_key and _memo_hit, inline: this runs for every node of every rebuild)
+    # (_memo_key and _memo_lookup, inline: this runs for every node of every rebuild; most calls miss)
     if len(inputs) == 1:
         one = inputs[0]
-        key = (tag, id(one))
-        hit = _MEMO.get(key)
-        if hit is None:
-            hit = _MEMO_OLD.get(key)
-            if hit is not None:
-                _memo_put(key, hit)
-        if hit is not None and hit[0] is one:
-            return hit[1]
+        n = _TAG_NO.get(tag)
+        key = id(one) * TAGS_MAX + n if n is not None else _key1(tag, one)
         held: object = one
     else:
         key = (tag, tuple(map(id, inputs)))
-        hit = _memo_hit(key, inputs)
-        if hit is not None:
-            return hit[1]
         held = inputs
+    out = _MEMO.get(key, _NONE)
+    if out is not _NONE:
+        return out
+    out = _MEMO_OLD.get(key, _NONE)
+    if out is not _NONE:
+        _memo_put(key, _MEMO_HELD_OLD[key], out)
+        return out
     out = fn()
-    _memo_put(key, (held, out))
+    _memo_put(key, held, out)
     return out
 
 
@@ -151,18 +179,13 @@ _NONE = object()
 
 def memo_get(tag: tuple, inputs: tuple[list, ...]):
     """The memoised result for these inputs, or ``_NONE``."""
-    if len(inputs) == 1:   # (_memo_key and _memo_hit, inline: the usual case)
-        one = inputs[0]
-        key = (tag, id(one))
-        hit = _MEMO.get(key)
-        if hit is None:
-            hit = _MEMO_OLD.get(key)
-            if hit is None:
-                return _NONE
-            _memo_put(key, hit)
-        return hit[1] if hit[0] is one else _NONE
-    hit = _memo_hit(_memo_key(tag, inputs), inputs)
-    return _NONE if hit is None else hit[1]
+    if len(inputs) == 1:   # (_key1, inline: the usual case)
+        n = _TAG_NO.get(tag)
+        key = id(inputs[0]) * TAGS_MAX + n if n is not None else _key1(tag, inputs[0])
+    else:
+        key = (tag, tuple(map(id, inputs)))
+    out = _MEMO.get(key, _NONE)
+    return out if out is not _NONE else _memo_lookup(key)
 
 
 #: label lists made from an earlier list by removing and inserting items (a selector whose family gained

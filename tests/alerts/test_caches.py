@@ -44,7 +44,7 @@ def test_caches_stay_bounded_across_episodes_without_changing_results(monkeypatc
                              (P, "FAM_CONTENT_MAX", 6)):
         monkeypatch.setattr(mod, name, value)
     # start from empty caches (a cache is trimmed when it takes a new entry)
-    for cache in (VA._MEMO, VA._MEMO_OLD, VA._GROWN, VA._PER_LB, P._AGG_LAYOUT, RP._GO_FLOAT, EN._ROW_ITEMS,
+    for cache in (VA._MEMO, VA._MEMO_OLD, VA._MEMO_HELD, VA._MEMO_HELD_OLD, VA._GROWN, VA._PER_LB, P._AGG_LAYOUT, RP._GO_FLOAT, EN._ROW_ITEMS,
                   EN._ROW_ITEMS_OLD, P._SHARED_SEL, P._FAM_CONTENT):
         cache.clear()
     EN._ROW_ITEMS_COUNT[0] = P._SHARED_ITEMS[0] = 0

@@ -235,6 +235,40 @@ def _expand_by_definition(template, m):
                   lambda x: "$" if x.group(1) else group(x.group(2) or x.group(3)), template)
 
 
+def test_memo_answers_like_a_cache_keyed_by_identity(monkeypatch):
+    """The memo (integer keys of one-input entries, tuple keys past TAGS_MAX or for several inputs, results and
+    held inputs in parallel generations) gives what a plain cache keyed by (tag, input identities) gives, while
+    entries are dropped by generation turnover and new lists take the identities of dropped ones."""
+    import random
+
+    from sremarathon_env.alerts import values as VA
+    for name, value in (("_MEMO", {}), ("_MEMO_OLD", {}), ("_MEMO_HELD", {}), ("_MEMO_HELD_OLD", {}),
+                        ("_TAG_NO", {}), ("TAGS_MAX", 3), ("MEMO_GENERATION", 25)):
+        monkeypatch.setattr(VA, name, value)
+    rnd = random.Random(7)
+    tags = [("t", i, ("a", "b")[i % 2]) for i in range(6)]   # 3 numbered tags, 3 with tuple keys
+    lists: list = [[("x", str(i))] for i in range(20)]
+    calls = 0
+    for step in range(3000):
+        if rnd.random() < 0.05:   # drop a list and make a new one (it may reuse a dropped identity)
+            lists[rnd.randrange(len(lists))] = [("x", str(step))]
+        tag = rnd.choice(tags)
+        ins = tuple(rnd.sample(lists, rnd.choice((1, 1, 1, 2))))
+        want = (tag, tuple(map(tuple, ins)))   # a pure function of the tag and the inputs' contents
+
+        def fn(tag=tag, ins=ins):
+            nonlocal calls
+            calls += 1
+            return None if tag[1] == 5 else (tag, tuple(map(tuple, ins)))
+        got = VA.memo(tag, ins, fn)
+        assert got == (None if tag[1] == 5 else want)
+        assert VA.memo_get(tag, ins) == got
+        assert len(VA._MEMO) <= VA.MEMO_GENERATION and len(VA._MEMO_OLD) <= VA.MEMO_GENERATION
+        assert VA._MEMO.keys() == VA._MEMO_HELD.keys() and VA._MEMO_OLD.keys() == VA._MEMO_HELD_OLD.keys()
+    assert len(VA._TAG_NO) == 3 and 0 < calls < 3000
+    assert VA.memo_get(("never",), (lists[0],)) is VA._NONE
+
+
 def test_template_expansion_equals_its_definition():
     import re
 
@@ -253,8 +287,42 @@ def test_template_expansion_equals_its_definition():
             assert _go_expand(template, m) == _expand_by_definition(template, m), repr(template)   # parsed once
 
 
+def test_match_rows_equals_matching_each_row_by_definition():
+    """``match_rows`` (a ``__name__`` matcher decided once per family, the others per row on the label values)
+    selects the rows whose name and labels pass every matcher, read one by one (a missing label reads "")."""
+    import re
+
+    from sremarathon_env.alerts import engine as EN
+    from sremarathon_env.alerts.syntax import Matcher
+
+    rng = np.random.default_rng(5)
+    values = ["a", "", "b", "pod-1", "pod-2"]
+    for case in range(80):
+        names = tuple(rng.choice(["pod", "zeta", "le", "container"], size=int(rng.integers(1, 4)), replace=False).tolist())
+        store = MetricStore(step_s=15.0)
+        fname = str(rng.choice(["up", "kube_pod_info", "m_total"]))
+        fam = store.family(fname, names)
+        fam.rows(sorted({tuple(rng.choice(values, size=len(names)).tolist()) for _ in range(int(rng.integers(1, 12)))}))
+        info, pos = PromQLEngine(store)._row_info(fam, len(fam))
+        ms = []
+        for _ in range(int(rng.integers(0, 4))):
+            lname = str(rng.choice(["__name__", "pod", "zeta", "absent"]))
+            op = str(rng.choice(["=", "!=", "=~", "!~"]))
+            val = str(rng.choice(["up", "kube_.*", "a", "", "pod-.*", "m_total"]))
+            ms.append(Matcher(lname, op, val, re.compile(val) if "~" in op else None))
+        lo = int(rng.integers(0, len(fam)))
+        rows, lbs, keys = [], [], []
+        EN.match_rows(info, pos, ms, lo, len(fam), rows, lbs, keys, fam.name)
+        want = []
+        for r in range(lo, len(fam)):
+            d = dict(zip(("__name__",) + names, (fam.name,) + tuple(fam._label_values[r])))
+            if all(m.matches(d.get(m.name, "")) for m in ms):
+                want.append(r)
+        assert rows == want and lbs == [info[r][1] for r in want] and keys == [info[r][2] for r in want]
+
+
 def test_row_items_equal_their_definition():
-    """``_row_info`` makes each row's (name and values, label set, sort key) with a per-family template; the
+    """``_row_info`` makes each row's (label values, label set, sort key) with a per-family template; the
     items equal the definition: the sorted non-empty (name, value) pairs and ``_sort_key`` of them (None where a
     value holds \\x00 or \\x01), for label names with ``%`` and values with format characters."""
     from sremarathon_env.alerts import engine as EN
@@ -271,8 +339,9 @@ def test_row_items_equal_their_definition():
         EN._ROW_ITEMS.clear()
         EN._ROW_ITEMS_OLD.clear()
         info, pos = PromQLEngine(store)._row_info(fam, len(fam))
-        for lv, (va, lb, key) in zip(fam._label_values, info):
-            assert va == (fam.name,) + tuple(lv)
-            want = tuple(sorted((k, v) for k, v in zip(("__name__",) + names, va) if v != ""))
+        for lv, (vals, lb, key) in zip(fam._label_values, info):
+            assert vals == tuple(lv)
+            want = tuple(sorted((k, v) for k, v in zip(("__name__",) + names, (fam.name,) + vals) if v != ""))
             assert lb == want and key == _sort_key(want)
-        assert all(va[pos[n]] == va[i] for va, _, _ in info for i, n in enumerate(("__name__",) + names))
+        assert all(vals[pos[n]] == vals[i] for vals, _, _ in info for i, n in enumerate(names))
+        assert "__name__" not in pos

@@ -32,7 +32,7 @@ def _module_caches():
     from sremarathon_env.alerts import engine as EN
     from sremarathon_env.alerts import plan as P
     from sremarathon_env.alerts import values as VA
-    return [(VA, "_MEMO"), (VA, "_MEMO_OLD"), (VA, "_GROWN"), (VA, "_PER_LB"), (P, "_AGG_LAYOUT"),
+    return [(VA, "_MEMO"), (VA, "_MEMO_OLD"), (VA, "_MEMO_HELD"), (VA, "_MEMO_HELD_OLD"), (VA, "_GROWN"), (VA, "_PER_LB"), (P, "_AGG_LAYOUT"),
             (EN, "_ROW_ITEMS"), (EN, "_ROW_ITEMS_OLD"), (P, "_FAM_CONTENT"), (P, "_SHARED_SEL")]
 
 

@@ -12,11 +12,12 @@ from sremarathon_env.alerts import syntax as S
 from sremarathon_env.alerts.engine import match_rows
 
 
-def reference(info, pos, matchers, lo, hi):
+def reference(info, pos, matchers, lo, hi, name):
     rows, lbs, keys = [], [], []
     for r in range(lo, hi):
-        va, lb, k = info[r]
-        if all(m.matches(va[pos[m.name]] if m.name in pos else "") for m in matchers):
+        lv, lb, k = info[r]
+        va = {"__name__": name, **{nm: lv[i] for nm, i in pos.items()}}
+        if all(m.matches(va.get(m.name, "")) for m in matchers):
             rows.append(r)
             lbs.append(lb)
             keys.append(k)
@@ -38,16 +39,17 @@ def test_match_rows_equals_every_matcher_on_every_row(seed):
     rng = np.random.default_rng(seed)
     names = ["__name__"] + [f"l{k}" for k in range(int(rng.integers(1, 4)))]
     values = ["a", "b", "c", "x1"]
-    pos = {nm: i for i, nm in enumerate(names)}
+    pos = {nm: i for i, nm in enumerate(names[1:])}   # (the label values' positions: the name is not among them)
     n = int(rng.integers(0, 40))
-    info = [(("m",) + tuple(str(rng.choice(values + [""])) for _ in names[1:]), ("lb", r), ("key", r)) for r in range(n)]
+    info = [(tuple(str(rng.choice(values + [""])) for _ in names[1:]), ("lb", r), ("key", r)) for r in range(n)]
     for _ in range(8):
         matchers = [_matcher(rng, names, values) for _ in range(int(rng.integers(0, 4)))]
         lo = int(rng.integers(0, n + 1))
         hi = int(rng.integers(lo, n + 1))
         rows, lbs, keys = [-1], ["x"], ["y"]   # (appended to, never replaced)
-        match_rows(info, pos, matchers, lo, hi, rows, lbs, keys)
-        want = reference(info, pos, matchers, lo, hi)
+        name = str(rng.choice(["m", "a"]))   # (the family's name, for __name__ matchers)
+        match_rows(info, pos, matchers, lo, hi, rows, lbs, keys, name)
+        want = reference(info, pos, matchers, lo, hi, name)
         assert (rows[1:], lbs[1:], keys[1:]) == want and rows[0] == -1 and lbs[0] == "x" and keys[0] == "y"
         assert all(type(r) is int for r in rows)
 
