@@ -561,7 +561,6 @@ def _expand(g: _Gen, tpl: dict) -> None:  # noqa: C901 - one branch per template
                     continue
                 rate = task_rate * x.weight / w_tot
                 out[entry] = out.get(entry, 0.0) + rate * x.requests_per_task * app.service(entry).behaviour.cpu_ms_per_call
-                inner: dict[str, float] = {}
                 walk(x.calls, rate)
             return out
 

@@ -107,7 +107,7 @@ def _peer_error(lang: str, proto: str, callee: str, addr: str, op: str, cat: str
 
 def _stack(lang: str, svc: str, head: str) -> list[str]:
     if lang == "go" and head.startswith(("panic", "fatal error")):
-        return [head, "", "goroutine 1 [running]:", f"main.mustMapEnv(...)" if "environment" in head else "main.main()",
+        return [head, "", "goroutine 1 [running]:", "main.mustMapEnv(...)" if "environment" in head else "main.main()",
                 f"\t/src/{svc}/main.go:{88 + len(svc) % 40} +0x1c5", "main.main()", f"\t/src/{svc}/main.go:{120 + len(svc) % 30} +0x3a8"]
     if lang in ("java", "kotlin") and ("Exception" in head or "Error" in head):
         pkg = svc.replace("-", "")
