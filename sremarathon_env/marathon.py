@@ -320,10 +320,7 @@ class _Driver:
             kk = k
             while kk <= self._limit_k:
                 events = self._apply_events(kk * tick_s)
-                k_end = max(kk, min(self._limit_k, self._next_event_k() - 1))
-                n = len(self.backend.advance_to(k_end * tick_s))
-                if n != k_end - kk + 1:   # pragma: no cover - the twin returns one entry per tick
-                    raise RuntimeError(f"expected {k_end - kk + 1} ticks of evidence, got {n}")
+                k_end = self._advance_block(kk)
                 starts.append((kk, events))
                 kk = k_end + 1
         finally:
@@ -332,6 +329,15 @@ class _Driver:
         for i, ev in enumerate(evidence):
             self._ready[k + i] = (ev, {}, first.get(k + i, []))
         return self._ready.pop(k)
+
+    def _advance_block(self, kk: int) -> int:
+        """Advance the twin from tick ``kk`` (its events applied) to the tick before the next event, within the plan
+        (`plan_until`); that last tick's index."""
+        k_end = max(kk, min(self._limit_k, self._next_event_k() - 1))
+        n = len(self.backend.advance_to(k_end * self.cfg.tick_s))
+        if n != k_end - kk + 1:   # pragma: no cover - the twin returns one entry per tick
+            raise RuntimeError(f"expected {k_end - kk + 1} ticks of evidence, got {n}")
+        return k_end
 
     def _reads_health(self, t: float) -> bool:
         """Whether applying the events due by ``t`` reads the twin's health of the current tick (which a deferred
@@ -370,10 +376,7 @@ class _Driver:
                 if not span:
                     b.begin_deferred()
                     span = True
-                k_end = max(kk, min(self._limit_k, self._next_event_k() - 1))
-                n = len(b.advance_to(k_end * tick_s))
-                if n != k_end - kk + 1:   # pragma: no cover - the twin returns one entry per tick
-                    raise RuntimeError(f"expected {k_end - kk + 1} ticks of evidence, got {n}")
+                k_end = self._advance_block(kk)
                 live = [(lf, check_live(lf.fault, lf.handle, b)) for lf in self._active]
                 pending.append((kk, live, events))
                 pending.extend((j, live, []) for j in range(kk + 1, k_end + 1))

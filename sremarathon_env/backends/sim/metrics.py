@@ -604,14 +604,19 @@ class MetricWriter:
         old = self._objects.pop(key, None)
         if old is None:
             return False
+        self._clear(old[1], dirty)
+        return True
+
+    def _clear(self, series, dirty: set) -> None:
+        """Take the (family, row) ``series`` out of their families' current values (an object dropped, or series
+        an object no longer has): not live, NaN, their families dirty."""
         cur = self._cur
-        for (name, row) in old[1]:
+        for (name, row) in series:
             vl = cur[name]
             vl[0][row] = np.nan
             vl[1][row] = False
             _live_off(vl, row)
             dirty.add(name)
-        return True
 
     def _update(self, key, sig, series, dirty: set, shape=None, values=None) -> bool:
         """Re-derive an object's series when its signature changed; True when it did. ``series()``: the
@@ -696,13 +701,9 @@ class MetricWriter:
                 vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
             dirty.add(name)
         # series the object no longer has
-        gone = [(k[0], old_rows[j]) for k, j in pos.items()] if pos else before or ()
-        for (name, row) in gone:
-            vl = cur[name]
-            vl[0][row] = np.nan
-            vl[1][row] = False
-            _live_off(vl, row)
-            dirty.add(name)
+        gone = [(k[0], old_rows[j]) for k, j in pos.items()] if pos else before
+        if gone:
+            self._clear(gone, dirty)
         # (series, rows, values) in order for the next update's fast path; none when a row repeats
         if len(entries) == len(keys):
             self._objects[key] = (sig, entries, keys, rows, vals, shape)
