@@ -729,7 +729,7 @@ def _balance_scan(text: str, ext: str) -> str | None:
     token (comment starts, quotes, brackets); the line of a position is one plus the newlines before it."""
     pat, quotes, line_c, stops = _balance_scanner(ext)
     stack: list[tuple[str, int]] = []
-    i, line, counted, n = 0, 1, 0, len(text)
+    i, line, counted = 0, 1, 0
     while True:
         m = pat.search(text, i)
         if m is None:
