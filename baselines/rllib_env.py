@@ -30,9 +30,12 @@ the env; with ``"flag"`` the episode ends (``truncated``) with reward 0 and
 exceptions propagate (they are bugs, not infrastructure).
 
 >>> env = make_env({"app": "online-boutique", "injection_s": 240, "observation_s": 240, "seed": 3})
+>>> worker, sub, generation = env.stream   # (0, 0, 0) for a process's first env: no EnvContext, its first sub-env
+>>> worker, generation, make_env({"seed": 3}).stream == (worker, sub + 1, generation)   # the next one built
+(0, 0, True)
 >>> obs, info = env.reset()
->>> sorted(obs), env.stream
-(['action_mask', 'observations'], (0, 0, 0))
+>>> sorted(obs), info["stream"] == [worker, sub, generation]
+(['action_mask', 'observations'], True)
 >>> obs, r, term, trunc, info = env.step(0)
 >>> info["episode_valid"]
 True

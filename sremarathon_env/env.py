@@ -225,6 +225,7 @@ class SREMarathonEnv(gym.Env):
         self._done = False
         self._alert_cache: dict[Any, tuple] = {}   # alert key -> (state, JSON text)
         self._alert_pos = 0                        # position in the alert engine's change log
+        self._alert_rows: tuple[list, list, dict] = ([], [], {})   # `_alert_entries`' keys, entries, places
         self._schedule_digest = ""
         self._log: list[tuple] = []   # the episode's tool calls and invocation ends (pickling replays it)
 
@@ -258,6 +259,7 @@ class SREMarathonEnv(gym.Env):
         self._done = False
         self._alert_cache = {}
         self._alert_pos = 0
+        self._alert_rows = ([], [], {})
         return self._obs() if observe else None, self._info()
 
     def step(self, action: Any):
@@ -331,8 +333,10 @@ class SREMarathonEnv(gym.Env):
         }
 
     def _alert_entries(self) -> list[tuple[str | None, str]]:
-        """(state, JSON text) of every alert of the cumulative history, oldest first. A text is encoded
-        once per change of its alert: the engine's change log (``changes_since``) says which changed."""
+        """(state, JSON text) of every alert of the cumulative history, oldest first (read-only: kept between
+        calls). A text is encoded once per change of its alert: the engine's change log (``changes_since``) says
+        which changed; the entries in history order are kept too, and only the changed ones and the added ones are
+        taken (``[cache[k] for k in eng.history_keys()]``, without a lookup per alert per step)."""
         eng = self.marathon.alert_engine
         if not hasattr(eng, "changed_texts_since"):   # an engine without a change log: encode every alert
             return [(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())]
@@ -340,7 +344,22 @@ class SREMarathonEnv(gym.Env):
         self._alert_pos, changed = eng.changed_texts_since(self._alert_pos)   # texts are `dumps` of the dicts
         for key, state, text in changed:
             cache[key] = (state, text)
-        return [cache[k] for k in eng.history_keys()]
+        keys = eng.history_keys()
+        known, rows, at = self._alert_rows   # the history's keys and entries as of the last call, and key -> place
+        n = len(known)
+        if len(keys) != n:   # alerts were added (never removed: the same count is the same order)
+            if keys[:n] != known:   # one among the known ones: take the order again
+                n = 0
+                known.clear()
+                rows.clear()
+                at.clear()
+            for i in range(n, len(keys)):
+                at[keys[i]] = i
+            known.extend(keys[n:])
+            rows.extend([cache[k] for k in keys[n:]])
+        for key, _, _ in changed:
+            rows[at[key]] = cache[key]
+        return rows
 
     def _alerts_json(self) -> str:
         """The cumulative alert history as a JSON list, oldest first, at most ``max_alert_chars``:
@@ -417,6 +436,7 @@ class SREMarathonEnv(gym.Env):
         m = state.pop("marathon")
         state["_alert_cache"] = {}
         state["_alert_pos"] = 0
+        state["_alert_rows"] = ([], [], {})
         state["_replay_config"] = None if m is None else m.config
         return state
 

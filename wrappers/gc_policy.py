@@ -6,7 +6,9 @@ allocates thousands of short-lived containers. With CPython's default thresholds
 Boutique marathon under the RL view triggers ~14 young collections per step and a full collection every ~30 steps,
 each traversing every live object: ~4.5 ms of a ~35 ms step (measured with `gc.callbacks`, 3 marathons; 55 ms of it
 at each reset). With (10000, 10, 10) it is ~1.5 ms. Results do not depend on when cyclic garbage is freed (nothing
-in the project has finalizers or weak-reference callbacks with effects), so bundles and digests are unchanged.
+in the project has weak-reference callbacks, and its one finalizer, `Cluster.__del__`, only empties the dying
+cluster's own pod lists), so bundles and digests are unchanged. (A dropped marathon is freed by reference counting:
+its twin holds no reference cycle, see `SimBackend._bind`.)
 
 This changes process-wide state: call it from the entry point of a process that steps marathons (an RLlib env
 creator, a benchmark), not from library code.

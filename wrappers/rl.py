@@ -189,13 +189,17 @@ class RLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     # -- Gymnasium API ------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         core = self.env.unwrapped
+        self._ep = None   # (first: the dropped marathon's twin goes with the env's reference to it)
         if self.env is core:   # the core itself: its observation is not built (this view observes the marathon)
             _, info = core.reset(seed=seed, options=options, observe=False)
         else:                  # through the wrappers between (their reset bookkeeping and checks)
             _, info = self.env.reset(seed=seed, options=options)
-        self._ep = None
         obs = self._observe()
         return obs, info
+
+    def close(self) -> None:
+        self._ep = None   # the observation state of the dropped marathon (it holds its twin)
+        super().close()
 
     def step(self, action: Any):
         a = int(np.asarray(action).item()) if not isinstance(action, (int, np.integer)) else int(action)

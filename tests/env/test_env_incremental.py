@@ -81,6 +81,51 @@ def test_alerts_json_equals_its_first_form_on_random_entries():
     assert min(taken.values()) > 300, taken
 
 
+class _Engine:
+    """A change log and a history order like `AlertEngine`'s (`changed_texts_since`, `history_keys`: alerts are
+    only added, at the end or among the known ones)."""
+
+    def __init__(self):
+        self.log, self.keys, self.texts = [], [], {}
+
+    def changed_texts_since(self, pos):
+        return len(self.log), [(k, *self.texts[k]) for k in dict.fromkeys(self.log[pos:])]
+
+    def history_keys(self):
+        return self.keys
+
+
+def test_alert_entries_kept_between_steps_equal_the_history_each_step():
+    """The entries `_alert_entries` keeps in history order (the changed and added ones taken) equal the history's
+    entries at every step, with alerts added at the end or among the known ones, changed several times or not."""
+    import random
+    from types import SimpleNamespace
+
+    from sremarathon_env.env import SREMarathonEnv
+
+    rng = random.Random(11)
+    taken = {"inserted": 0, "changed": 0}
+    for case in range(40):
+        eng = _Engine()
+        env = SREMarathonEnv.__new__(SREMarathonEnv)
+        env.marathon = SimpleNamespace(alert_engine=eng)
+        env._alert_cache, env._alert_pos, env._alert_rows = {}, 0, ([], [], {})
+        for step in range(rng.randint(1, 50)):
+            for _ in range(rng.choice([0, 0, 1, 2, 5])):
+                if not eng.keys or rng.random() < 0.5:   # a new alert, mostly at the end
+                    k = (rng.randint(0, 9), f"fp{case}.{step}.{rng.random()}")
+                    i = len(eng.keys) if rng.random() < 0.8 else rng.randint(0, len(eng.keys))
+                    taken["inserted"] += i < len(eng.keys)
+                    eng.keys.insert(i, k)
+                else:
+                    k = rng.choice(eng.keys)
+                    taken["changed"] += 1
+                eng.texts[k] = (rng.choice(["pending", "firing", "resolved"]), dumps({"k": k[1], "n": rng.random()}))
+                eng.log.append(k)
+            assert env._alert_entries() == [eng.texts[k] for k in eng.keys], (case, step)
+    assert min(taken.values()) > 50, taken
+
+
 @pytest.mark.parametrize("cap", [4000, 20000, 65536, 10**7])
 def test_alert_json_matches_fresh_history_each_step(cap):
     env = gym.make(IDS["online-boutique"], injection_s=1800, observation_s=240, max_alert_chars=cap,

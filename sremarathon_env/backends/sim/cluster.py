@@ -227,6 +227,15 @@ class Cluster:
         self.p_bound = np.zeros(cap, dtype=bool)       # bound to a node (pod.node >= 0)
         self.rs_by_id: list[ReplicaSet] = []
 
+    def __del__(self) -> None:
+        # A ReplicaSet and its live pods refer to each other (`ReplicaSet.pods`, `Pod.rs`): the only reference cycles
+        # in a cluster's state. The cluster owns both (a twin's `clone` copies them, nothing shares them), so as it
+        # goes it empties the pod lists: its pods and ReplicaSets then go with it by reference counting, instead of
+        # waiting for the cyclic garbage collector (with the twin's hooks weak, see `SimBackend._bind`, a dropped
+        # twin leaves no cyclic garbage).
+        for rs in getattr(self, "rs_by_id", ()):
+            rs.pods = []
+
     # ------------------------------------------------------------------ bootstrap
     def new_rs(self, dep_name: str, template: dict, files: dict[str, str], effects: list, meta: dict,
                revision: int, t: float, template_hash_: str | None = None) -> ReplicaSet:

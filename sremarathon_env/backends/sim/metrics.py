@@ -18,7 +18,9 @@ columns (the store grows first through ``set_n_ticks``). Row layouts are fixed a
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -129,9 +131,31 @@ def traffic_increments(me: np.ndarray, src_mask: np.ndarray, out, uh: np.ndarray
                              req * out.path_degraded)
 
 
-class MetricWriter:
+class _OfTwin:
+    """A writer's way back to its twin: a weak reference (the twin owns its writer; a strong reference back would
+    make every twin a reference cycle, which only the cyclic garbage collector frees: a dropped twin is freed by
+    reference counting instead). ``bind`` points it at another twin (`SimBackend.clone`'s copy)."""
+
+    def bind(self, sim: "SimBackend") -> None:
+        self._sim = weakref.ref(sim)
+
+    @property
+    def sim(self) -> "SimBackend":
+        sim = self._sim()
+        if sim is None:
+            raise ReferenceError("this metric writer's twin is gone")
+        return sim
+
+
+def _complete(writer: "MetricWriter", sim: "SimBackend") -> None:
+    """What a store keeps to complete a writer's pending writes (`MetricWriter._defer`): ``writer.complete()``, with
+    the writer's twin held (the writes need it)."""
+    writer.complete()
+
+
+class MetricWriter(_OfTwin):
     def __init__(self, sim: "SimBackend"):
-        self.sim = sim
+        self.bind(sim)
         st = sim.store
         m = sim.m
         ns = sim.app.namespace
@@ -341,15 +365,22 @@ class MetricWriter:
                 last[7] = (ls[0], ls[1], src[2])
                 return
         pend.append([k0, K, dt, out, uh, list(bounds), incs, src])
-        self.store.defer(self.complete)
+        self._defer()
         if k0 + K - pend[0][0] > PENDING_TICKS:
             self.store.complete()
+
+    def _defer(self) -> None:
+        """Leave this writer's writes pending with the store until it is read (`MetricStore.defer`). What the store
+        keeps for them holds the writer and its twin (`_complete`): a reference cycle (the twin owns the store) that
+        lasts only while writes are pending (a store read ends it), so a store kept past its twin still completes
+        them, and a dropped twin with none pending is freed by reference counting."""
+        self.store.defer(partial(_complete, self, self.sim))
 
     def defer_flush(self, upto: int) -> None:
         """`flush` up to ``upto``, left pending until the store is read (`complete`)."""
         if upto > self._pend_upto:
             self._pend_upto = upto
-        self.store.defer(self.complete)
+        self._defer()
 
     def complete(self) -> None:
         """Do the writes left pending (`queue_traffic`, `queue_pods`, `defer_flush`), in order. Consecutive traffic writes of
@@ -391,7 +422,7 @@ class MetricWriter:
         and whether each container runs. `complete` computes and writes them in order (`_pods_block`); at most
         `PENDING_TICKS` ticks wait."""
         self._pend_pods.append([k0, K, dt, sl, self.flow_rows, lay, per_pod_rate, burn, running, mem, lag])
-        self.store.defer(self.complete)
+        self._defer()
         first = next(p for p in self._pend_pods if isinstance(p, list))
         if k0 + K - first[0] > PENDING_TICKS:
             self.store.complete()
@@ -400,7 +431,7 @@ class MetricWriter:
         """(Re)started containers count from zero: their cAdvisor counters restart, after the pending blocks."""
         if self._pend_pods:
             self._pend_pods.append(slots)
-            self.store.defer(self.complete)
+            self._defer()
         else:
             self._reset(slots)
 
@@ -596,7 +627,7 @@ class MetricWriter:
             dense = vl[0][r0:r1].copy() if r1 > r0 else np.zeros(0)
             self._runs[name] = [fam, r0, r1, dense, tick]
         if closed:
-            self.store.defer(self.complete)
+            self._defer()
             if self._n_closed > PENDING_RUNS:
                 self.store.complete()
 
@@ -942,7 +973,7 @@ def _live_off(vl: list, row: int) -> None:
         vl[2] = None
 
 
-class SlotsOnly:
+class SlotsOnly(_OfTwin):
     """The writer of a twin that exports no metrics (``SimBackend(..., metrics=False)``: the run loop's
     no-action reference run and fault validation read only entry evidence and health): it keeps the
     one thing the dynamics take from the writer, the pod slots that have cAdvisor series, in the same
@@ -950,7 +981,7 @@ class SlotsOnly:
     so only the calls it makes on every twin are here.)"""
 
     def __init__(self, sim: "SimBackend"):
-        self.sim = sim
+        self.bind(sim)
         self.flow_slots = np.zeros(0, dtype=np.intp)
         self._flow_layout = -1
 
