@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 
@@ -361,6 +362,7 @@ def _encode_str_dict(d: dict) -> str:
 
 
 _count_nonzero = np.count_nonzero
+_ORDER = itemgetter(0, 1, 2)   # (time, rule, sequence) of a transition in `AlertEngine.evaluate_until`'s list
 
 #: (fingerprint, alert labels, sample labels) of a result row, by (rule name, rule labels, the row's label set),
 #: shared by the engines of a process (each RL episode has a new engine that meets the same label sets); the dicts
@@ -433,15 +435,20 @@ class AlertEngine:
                 except QueryError as err:
                     results.append(err)
         times_l = times.tolist()
-        for ri, (rule, vec) in enumerate(zip(self.pack.rules, results)):
-            if isinstance(vec, QueryError):
-                self.errors.append({"t": times[-1] / 1000, "alertname": rule.name, "error": vec.message})
+        rules = self.pack.rules
+        n_active = self._n_active
+        step = self._step_rule
+        for ri, vec in enumerate(results[:len(rules)]):
+            if type(vec) is not Vec and isinstance(vec, QueryError):
+                self.errors.append({"t": times[-1] / 1000, "alertname": rules[ri].name, "error": vec.message})
                 vec = Vec.empty(len(times))
-            if not self._n_active[ri] and (not vec.labels or not _count_nonzero(vec.p)):   # (``vec.p.any()``)
-                continue  # nothing present and nothing active: no transition, no value to take
-            self._step_rule(ri, rule, vec, times, out, times_l)
-        out.sort(key=lambda x: (x[0], x[1], x[2]))
-        return [tr for *_, tr in out]
+            # (nothing present and nothing active: no transition, no value to take; ``_count_nonzero``: ``p.any()``)
+            if n_active[ri] or (vec.labels and _count_nonzero(vec.p)):
+                step(ri, rules[ri], vec, times, out, times_l)
+        if not out:
+            return []
+        out.sort(key=_ORDER)
+        return [x[3] for x in out]
 
     def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list, times_l: list | None = None) -> None:
         labels = vec.labels
