@@ -888,9 +888,13 @@ class PackPlan:
         if n <= self._excl_cols:
             return
         c0 = self._excl_cols
+        nb = kernels()
         for ent in self._excl.values():
             if len(ent.rows):
-                empty = np.isnan(ent.fam._data[ent.rows, c0:n])
+                data = ent.fam._data
+                if nb is not None and _all_nan_compiled(nb, data, ent.rows, c0, n):
+                    continue   # (the usual case, the compiled check: no left-out row got a sample)
+                empty = np.isnan(data[ent.rows, c0:n])
                 if empty.all():
                     continue   # (the usual case: no left-out row got a sample)
                 back = ~empty.all(axis=1)
@@ -1913,6 +1917,15 @@ def _take_shared(st: "_Selection", key: tuple, fams: list) -> bool:
     flat = [(fams[i], r) for i, r in flat]
     st.parts = [(perm_tag, perm, flat)] if perm_tag is not None else flat
     return True
+
+
+def _all_nan_compiled(nb, data: np.ndarray, rows: np.ndarray, c0: int, c1: int) -> bool:
+    """``np.isnan(data[rows, c0:c1]).all()`` by the compiled kernel (``compiled.all_nan``: no gather, stops at the
+    first sample) where it decides: True only where it found every cell NaN; False (the caller's numpy check
+    decides) for another answer, or arrays of other types or layouts than the kernel's (C-contiguous float64 store
+    rows, contiguous row indices), for which it would compile another specialisation."""
+    return (data.dtype == np.float64 and data.ndim == 2 and data.flags.c_contiguous and rows.dtype == np.intp
+            and rows.ndim == 1 and rows.flags.c_contiguous and nb.all_nan(data, rows, c0, c1) == 1)
 
 
 class _Excluded:
