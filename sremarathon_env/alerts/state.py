@@ -400,6 +400,8 @@ class AlertEngine:
         self._active_fps: list[set[str]] = [set() for _ in self.pack.rules]  # fingerprints of each rule's active alerts
         #: per rule: (a copy of the label list last stepped, the `_ROW_INFO` entry of each of its rows once read)
         self._row_hits: list[tuple[list, list] | None] = [None] * len(self.pack.rules)
+        #: per rule: what `_step_rule` found from its last presence matrix (see there), or None
+        self._present: list[tuple | None] = [None] * len(self.pack.rules)
 
     def release(self) -> None:
         """The engine's owner is done with it (its marathon ended): the compiled plan's tape and program arena give
@@ -453,50 +455,64 @@ class AlertEngine:
     def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list, times_l: list | None = None) -> None:
         labels = vec.labels
         n = len(labels)
-        # the rows present at some tick, and their presence and values as Python lists (the same bools and floats,
-        # read per tick): the whole arrays when every row is present, else the present rows' only
-        if n:
-            p_all = vec.p.tolist()
-            present_rows = [r for r, row in enumerate(p_all) if True in row]
-            if len(present_rows) == n:
-                pres_l, vals_l = p_all, vec.v.tolist()
-            elif present_rows:
-                pres_l = [p_all[r] for r in present_rows]
-                v = vec.v
-                vals_l = [v[r].tolist() for r in present_rows]   # (row by row: cheaper than an indexed copy)
-            else:
-                pres_l = vals_l = []
-        else:
-            present_rows = pres_l = vals_l = []
         # label sets of present rows -> (fingerprint, labels, sample): by (rule name, rule labels, label set) for the
         # process (`_ROW_INFO`), and per row while the rule's label list is the same (equal to the one the row
         # entries were taken for)
-        rows_by_fp: dict[str, int] = {}   # fingerprint -> index in present_rows (the last row with it)
-        info: dict[str, tuple[dict, dict]] = {}
         rows = self._row_hits[ri]
         if rows is None or rows[0] != labels:
             rows = self._row_hits[ri] = (list(labels), [None] * n)
-        hits = rows[1]
-        for j, r in enumerate(present_rows):
-            hit = hits[r]
-            if hit is None:
-                ck = (rule.name, rule.labels, labels[r])
-                hit = _ROW_INFO.get(ck)
-                if hit is None:
-                    sample = dict(labels[r])
-                    lb = {k: v for k, v in sample.items() if k != "__name__"}
-                    lb.update(dict(rule.labels))
-                    lb["alertname"] = rule.name
-                    hit = (fingerprint(lb), lb, sample)
-                    if len(_ROW_INFO) >= ROW_INFO_MAX:
-                        _ROW_INFO.clear()
-                    _ROW_INFO[ck] = hit
-                hits[r] = hit
-            fp, lb, sample = hit
-            rows_by_fp[fp] = j
-            info[fp] = (lb, sample)
+        if n:
+            # the rows present at some tick, and their presence and values as Python lists (the same bools and
+            # floats, read per tick): the whole arrays when every row is present, else the present rows' only. What
+            # follows from the presence alone (present rows, their presence lists, row entries by fingerprint, the
+            # fingerprints sorted) is kept per rule with the presence's bytes and the row entries' list, and taken
+            # again for an equal presence over the same label list (steady alerts: most calls)
+            p = vec.p
+            pkey = p.tobytes()
+            pc = self._present[ri]
+            if pc is not None and pc[0] is rows and pc[1] == pkey and pc[2] == p.shape:
+                present_rows, pres_l, rows_by_fp, phits, fps_present = pc[3:]
+                v = vec.v
+                vals_l = v.tolist() if len(present_rows) == n else [v[r].tolist() for r in present_rows]
+            else:
+                p_all = p.tolist()
+                present_rows = [r for r, row in enumerate(p_all) if True in row]
+                if len(present_rows) == n:
+                    pres_l, vals_l = p_all, vec.v.tolist()
+                elif present_rows:
+                    pres_l = [p_all[r] for r in present_rows]
+                    v = vec.v
+                    vals_l = [v[r].tolist() for r in present_rows]   # (row by row: cheaper than an indexed copy)
+                else:
+                    pres_l = vals_l = []
+                rows_by_fp = {}   # fingerprint -> index in present_rows (the last row with it)
+                phits = []   # the `_ROW_INFO` entry (fingerprint, labels, sample) of each present row, in that order
+                hits = rows[1]
+                for j, r in enumerate(present_rows):
+                    hit = hits[r]
+                    if hit is None:
+                        ck = (rule.name, rule.labels, labels[r])
+                        hit = _ROW_INFO.get(ck)
+                        if hit is None:
+                            sample = dict(labels[r])
+                            lb = {k: v for k, v in sample.items() if k != "__name__"}
+                            lb.update(dict(rule.labels))
+                            lb["alertname"] = rule.name
+                            hit = (fingerprint(lb), lb, sample)
+                            if len(_ROW_INFO) >= ROW_INFO_MAX:
+                                _ROW_INFO.clear()
+                            _ROW_INFO[ck] = hit
+                        hits[r] = hit
+                    rows_by_fp[hit[0]] = j
+                    phits.append(hit)
+                fps_present = sorted(rows_by_fp)
+                self._present[ri] = (rows, pkey, p.shape, present_rows, pres_l, rows_by_fp, phits, fps_present)
+        else:
+            present_rows = pres_l = vals_l = phits = fps_present = []
+            rows_by_fp = {}
         mine = self._active_fps[ri]
-        fps = sorted(mine.union(rows_by_fp)) if mine else sorted(rows_by_fp)
+        # (every active alert's label set present: the present ones, else with the active ones too)
+        fps = fps_present if not mine or rows_by_fp.keys() >= mine else sorted(mine.union(rows_by_fp))
         if not fps:
             return
         if times_l is None:
@@ -539,7 +555,7 @@ class AlertEngine:
                         due = k
                     else:
                         v = vals[k]
-                        lb, sample = info[fp]
+                        _, lb, sample = phits[j]
                         h = self._history.get(key)
                         if h is None:
                             a = _Alert(ri, dict(lb), fp, "pending", t_ms, v, {}, t_ms, sample_labels=dict(sample),
