@@ -134,6 +134,9 @@ class _Alert:
     _j_ann: tuple | None = field(default=None, repr=False, compare=False)
     #: the dict `annotations_now` rendered last (``annotations`` is that render while it is this object)
     _ann_obj: dict | None = field(default=None, repr=False, compare=False)
+    #: the engine's key of the alert, (rule index, fingerprint): the one tuple its change-log entries and its active
+    #: entry hold (`AlertEngine._step_rule`; None for an alert made elsewhere)
+    _key: tuple | None = field(default=None, repr=False, compare=False)
 
     def json_text(self) -> str:
         """``dumps(self.to_dict())`` (compact sorted ASCII JSON), cached until the alert changes. The parts that
@@ -532,7 +535,7 @@ class AlertEngine:
                     t_ms = times_l[0]
                     self._deactivate(a, key, ri, rule, fp, t_ms, out, seq)
                     seq += 1
-                    changelog.append(key)
+                    changelog.append(a._key or key)
                 continue
             pres = pres_l[j]
             vals = vals_l[j]
@@ -540,7 +543,7 @@ class AlertEngine:
                     and (a.state == "firing" or last_ms - a.active_at_ms < for_ms)):
                 # present at every tick, no transition: only the value moves (to the last tick's)
                 if a.set_value(rule, vals[-1]):
-                    changelog.append(key)
+                    changelog.append(a._key or key)
                 continue
             # tick by tick (``a``: the alert while active, None while not). The value of a present tick is taken
             # when it matters (`set_value` of the latest present tick before a transition and at the end: the
@@ -549,6 +552,10 @@ class AlertEngine:
             # changed (a reader takes the log's keys once each, between calls)
             changed = False
             due = -1   # the present tick whose value the active alert is still to take (-1: none)
+            # (the alert's own key tuple where it has one: the change log and the active set hold that one, not
+            # this call's)
+            if a is not None and a._key is not None:
+                key = a._key
             for k, t_ms in enumerate(times_l):
                 if pres[k]:
                     if a is not None:
@@ -559,11 +566,13 @@ class AlertEngine:
                         h = self._history.get(key)
                         if h is None:
                             a = _Alert(ri, dict(lb), fp, "pending", t_ms, v, {}, t_ms, sample_labels=dict(sample),
-                                       ann_src=(rule, dict(sample), v))
+                                       ann_src=(rule, dict(sample), v), _key=key)
                             self._history[key] = a
                             self._order.append(key)
                         else:
                             a = h
+                            if h._key is not None:
+                                key = h._key
                             a.state, a.active_at_ms, a.value = "pending", t_ms, v
                             a.ann_src = (rule, dict(sample), v)
                             a.episodes += 1

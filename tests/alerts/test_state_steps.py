@@ -258,3 +258,10 @@ def test_presence_kept_per_rule_gives_what_a_fresh_look_gives(seed):
         assert kept._changelog == fresh._changelog, step
         assert {k: a.rev for k, a in kept._history.items()} == {k: a.rev for k, a in fresh._history.items()}
     assert hits > 20
+    # one key tuple per alert: its history key, which its change-log entries and its active entry are (the log
+    # grows by a key per change; it keeps no tuple of its own)
+    for eng in (kept, fresh):
+        own = {k: k for k in eng._history}
+        assert len(eng._changelog) > len(own)
+        assert all(k is own[k] for k in eng._changelog) and all(k is own[k] for k in eng._active)
+        assert all(a._key is k for k, a in eng._history.items())
