@@ -142,7 +142,7 @@ def _instant_cols(g: _Grid, E: _Env, at_ms, offset_ms: int):
     if hit is not None:
         return hit
     if at_ms is None and E.T <= INSTANT_PY_MAX and type(offset_ms) is int and type(g.t0_ms) is int \
-            and type(g.step_ms) is int and type(g.lookback_ms) is int:
+            and type(g.step_ms) is int and type(g.lookback_ms) is int and E.times.dtype == np.int64:
         out = _instant_cols_py(g, E, offset_ms)
     else:
         out = _instant_cols_np(g, E, at_ms, offset_ms)
@@ -173,9 +173,9 @@ def _instant_cols_np(g: _Grid, E: _Env, at_ms, offset_ms: int):
 
 
 def _instant_cols_py(g: _Grid, E: _Env, offset_ms: int):
-    """`_instant_cols_np` without ``@`` (``at_ms`` None) where the grid and the offset are ints: the same integer
-    operations on Python ints, one time after the other (floor division as numpy's on int64), the results made
-    arrays of numpy's dtypes.
+    """`_instant_cols_np` without ``@`` (``at_ms`` None) where the grid and the offset are ints and the times int64
+    (`PackPlan.evaluate`'s): the same integer operations on Python ints, one time after the other (floor division as
+    numpy's on int64), the results made arrays of numpy's dtypes.
 
     >>> from sremarathon_env.alerts.engine import _Ctx
     >>> times = np.arange(40, 48, dtype=np.int64) * 15_000

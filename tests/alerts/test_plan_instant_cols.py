@@ -44,9 +44,10 @@ def test_instant_cols_picks_the_python_path_only_where_it_applies(monkeypatch):
     calls = []
     monkeypatch.setattr(PL, "_instant_cols_py", lambda *a: calls.append("py") or PL._instant_cols_np(a[0], a[1], None, a[2]))
     g = PL._Grid(0, 15_000, 300_000)
-    for T, at, off, expect in ((8, None, 0, "py"), (PL.INSTANT_PY_MAX + 1, None, 0, "np"), (8, 60_000, 0, "np"),
-                               (8, None, 1.5, "np")):
-        times = np.arange(T, dtype=np.int64) * 15_000
+    for T, at, off, expect, dt in ((8, None, 0, "py", np.int64), (PL.INSTANT_PY_MAX + 1, None, 0, "np", np.int64),
+                                   (8, 60_000, 0, "np", np.int64), (8, None, 1.5, "np", np.int64),
+                                   (8, None, 0, "np", np.int32)):
+        times = np.arange(T, dtype=dt) * 15_000
         E = PL._Env(times, 50, _Ctx(times, 15_000))
         calls.clear()
         got = PL._instant_cols(g, E, at, off)
