@@ -46,7 +46,7 @@ def _mode() -> str:
 
 
 def kernels():
-    """The compiled kernels (a namespace with ``window``, ``extend`` and ``program``), or None: numba absent,
+    """The compiled kernels (a namespace with ``window``, ``extend``, ``program`` and ``all_nan``), or None: numba absent,
     ``SREMARATHON_NUMBA=0``, or (``auto``) the numpy kernels have not yet spent ``AUTO_AFTER_S`` here."""
     if _LOADED:
         return _LOADED[0] if _mode() != "0" else None
@@ -106,7 +106,7 @@ def _load():
         return None
     ns = _Namespace()
     ns.version = numba.__version__
-    ns.window, ns.extend, ns.program = _define(numba)
+    ns.window, ns.extend, ns.program, ns.all_nan = _define(numba)
     ns.load_cpu_s = 0.0
 
     def warm_up():
@@ -124,6 +124,7 @@ def _load():
         ns.program(ins, np.zeros(0, np.int64), np.ones(1), 0, 1, np.zeros((1, 2)), np.zeros((0, 2), np.bool_),
                    np.zeros(0, np.intp), np.zeros((0, 2), np.intp), np.zeros((0, 2), np.int64), np.zeros((0, 2), np.bool_),
                    np.zeros((0, 2)), np.zeros((0, 2), np.bool_))
+        ns.all_nan(np.zeros((1, 2)), np.zeros(1, np.intp), 0, 2)
 
     ns.warm_up = warm_up
     return ns
@@ -671,5 +672,28 @@ def _define(numba):
                             P[po + r, t] = (lp and m) if sub == 0 else (lp and not m)
         return -1
 
-    return window, extend, program
+    @njit(cache=True, error_model="numpy")
+    def all_nan(data, rows, c0, c1):
+        # whether every cell of data[rows, c0:c1] is NaN (1) or one is not (0): plan.PackPlan._check_excluded's
+        # ``np.isnan(data[rows, c0:c1]).all()`` without the gather, stopping at the first sample. Columns past data's
+        # are none, as the slice clips them; -1 (nothing decided: the numpy gather wraps or raises) where a row lies
+        # outside data or c0 is negative.
+        R = data.shape[0]
+        if c1 > data.shape[1]:
+            c1 = data.shape[1]
+        if c0 < 0:
+            return -1
+        n = rows.shape[0]
+        for i in range(n):
+            if rows[i] < 0 or rows[i] >= R:
+                return -1
+        for i in range(n):
+            r = rows[i]
+            for c in range(c0, c1):
+                x = data[r, c]
+                if x == x:
+                    return 0
+        return 1
+
+    return window, extend, program, all_nan
 

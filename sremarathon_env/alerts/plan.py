@@ -141,6 +141,22 @@ def _instant_cols(g: _Grid, E: _Env, at_ms, offset_ms: int):
     hit = cache.get(key)
     if hit is not None:
         return hit
+    if at_ms is None and E.T <= INSTANT_PY_MAX and type(offset_ms) is int and type(g.t0_ms) is int \
+            and type(g.step_ms) is int and type(g.lookback_ms) is int and E.times.dtype == np.int64:
+        out = _instant_cols_py(g, E, offset_ms)
+    else:
+        out = _instant_cols_np(g, E, at_ms, offset_ms)
+    cache[key] = out
+    return out
+
+
+#: evaluation times up to which `_instant_cols` works on Python ints (a call's few ticks: numpy's per-call overhead
+#: is most of its cost there); beyond, numpy
+INSTANT_PY_MAX = 32
+
+
+def _instant_cols_np(g: _Grid, E: _Env, at_ms, offset_ms: int):
+    """`_instant_cols` by numpy (the definition)."""
     ref = E.times if at_ms is None else np.full(E.T, at_ms, dtype=np.int64)
     ref = ref - offset_ms
     idx = (ref - g.t0_ms) // g.step_ms
@@ -153,9 +169,38 @@ def _instant_cols(g: _Grid, E: _Env, at_ms, offset_ms: int):
         j0 = int(j[0])
         if j.tolist() == list(range(j0, j0 + E.T)):
             js = slice(j0, j0 + E.T)
-    out = (ref, j, ok, js, bool(np.logical_and.reduce(ok)))
-    cache[key] = out
-    return out
+    return ref, j, ok, js, bool(np.logical_and.reduce(ok))
+
+
+def _instant_cols_py(g: _Grid, E: _Env, offset_ms: int):
+    """`_instant_cols_np` without ``@`` (``at_ms`` None) where the grid and the offset are ints and the times int64
+    (`PackPlan.evaluate`'s): the same integer operations on Python ints, one time after the other (floor division as
+    numpy's on int64), the results made arrays of numpy's dtypes.
+
+    >>> from sremarathon_env.alerts.engine import _Ctx
+    >>> times = np.arange(40, 48, dtype=np.int64) * 15_000
+    >>> E = _Env(times, 45, _Ctx(times, 15_000))
+    >>> g = _Grid(0, 15_000, 300_000)
+    >>> py, ref = _instant_cols_py(g, E, 30_000), _instant_cols_np(g, E, None, 30_000)
+    >>> all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(py[:3], ref[:3])), py[3:] == ref[3:]
+    (True, True)
+    """
+    t0, st, lb, last = g.t0_ms, g.step_ms, g.lookback_ms, E.n_ticks - 1
+    ref = E.times - offset_ms
+    jl, okl = [], []
+    for r in ref.tolist():
+        i = (r - t0) // st
+        j = i if i > 0 else 0
+        if j > last:
+            j = last
+        jl.append(j)
+        okl.append(r - (t0 + j * st) <= lb and i >= 0)
+    js = None
+    if jl:
+        j0 = jl[0]
+        if jl == list(range(j0, j0 + len(jl))):
+            js = slice(j0, j0 + len(jl))
+    return ref, np.array(jl, dtype=np.int64), np.array(okl, dtype=bool), js, False not in okl
 
 
 def _flatten(parts) -> tuple[list, np.ndarray | None]:
@@ -843,9 +888,13 @@ class PackPlan:
         if n <= self._excl_cols:
             return
         c0 = self._excl_cols
+        nb = kernels()
         for ent in self._excl.values():
             if len(ent.rows):
-                empty = np.isnan(ent.fam._data[ent.rows, c0:n])
+                data = ent.fam._data
+                if nb is not None and _all_nan_compiled(nb, data, ent.rows, c0, n):
+                    continue   # (the usual case, the compiled check: no left-out row got a sample)
+                empty = np.isnan(data[ent.rows, c0:n])
                 if empty.all():
                     continue   # (the usual case: no left-out row got a sample)
                 back = ~empty.all(axis=1)
@@ -1562,20 +1611,18 @@ class PackPlan:
         return rec
 
     def _evaluate_roots(self, E: _Env, times: np.ndarray) -> list:
+        vals = self._program_values(E)
+        if vals is not None:
+            return self._program_roots(E, times, vals)
         out: list = []
         empty = None
-        vals = self._program_values(E)
-        for i, (rule, root) in enumerate(zip(self.rules, self._roots)):
-            if root is not None and not root.labels:
-                if empty is None:
-                    empty = Vec.empty(E.T)
-                out.append(empty)
-                continue
-            if vals is not None and root is not None:
-                v, p = vals[i]
-                out.append(Vec(root.labels, v, p))
-                continue
+        for rule, root in zip(self.rules, self._roots):
             if root is not None:
+                if not root.labels:
+                    if empty is None:
+                        empty = Vec.empty(E.T)
+                    out.append(empty)
+                    continue
                 try:
                     v, p = root.value(E)
                     out.append(Vec(root.labels, v, p))
@@ -1586,6 +1633,29 @@ class PackPlan:
                 out.append(self.promql.evaluate(rule.node, times, ctx=E.ctx))
             except QueryError as err:
                 out.append(err)
+        return out
+
+    def _program_roots(self, E: _Env, times: np.ndarray, vals: list) -> list:
+        """`_evaluate_roots` of a call the program gave (``vals``: per rule its root's (values, presence)): a
+        ``Vec`` of those per rule with a labelled root, one shared empty ``Vec`` for the rules whose root has no
+        labels, the generic evaluator's result (or error) for a rule without a root."""
+        out: list = []
+        add = out.append
+        empty = None
+        for rule, root, val in zip(self.rules, self._roots, vals):
+            if root is not None:
+                labels = root.labels
+                if labels:
+                    add(Vec(labels, val[0], val[1]))
+                else:
+                    if empty is None:
+                        empty = Vec.empty(E.T)
+                    add(empty)
+                continue
+            try:
+                add(self.promql.evaluate(rule.node, times, ctx=E.ctx))
+            except QueryError as err:
+                add(err)
         return out
 
 
@@ -1847,6 +1917,15 @@ def _take_shared(st: "_Selection", key: tuple, fams: list) -> bool:
     flat = [(fams[i], r) for i, r in flat]
     st.parts = [(perm_tag, perm, flat)] if perm_tag is not None else flat
     return True
+
+
+def _all_nan_compiled(nb, data: np.ndarray, rows: np.ndarray, c0: int, c1: int) -> bool:
+    """``np.isnan(data[rows, c0:c1]).all()`` by the compiled kernel (``compiled.all_nan``: no gather, stops at the
+    first sample) where it decides: True only where it found every cell NaN; False (the caller's numpy check
+    decides) for another answer, or arrays of other types or layouts than the kernel's (C-contiguous float64 store
+    rows, contiguous row indices), for which it would compile another specialisation."""
+    return (data.dtype == np.float64 and data.ndim == 2 and data.flags.c_contiguous and rows.dtype == np.intp
+            and rows.ndim == 1 and rows.flags.c_contiguous and nb.all_nan(data, rows, c0, c1) == 1)
 
 
 class _Excluded:

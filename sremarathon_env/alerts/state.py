@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 
@@ -133,6 +134,9 @@ class _Alert:
     _j_ann: tuple | None = field(default=None, repr=False, compare=False)
     #: the dict `annotations_now` rendered last (``annotations`` is that render while it is this object)
     _ann_obj: dict | None = field(default=None, repr=False, compare=False)
+    #: the engine's key of the alert, (rule index, fingerprint): the one tuple its change-log entries and its active
+    #: entry hold (`AlertEngine._step_rule`; None for an alert made elsewhere)
+    _key: tuple | None = field(default=None, repr=False, compare=False)
 
     def json_text(self) -> str:
         """``dumps(self.to_dict())`` (compact sorted ASCII JSON), cached until the alert changes. The parts that
@@ -361,6 +365,7 @@ def _encode_str_dict(d: dict) -> str:
 
 
 _count_nonzero = np.count_nonzero
+_ORDER = itemgetter(0, 1, 2)   # (time, rule, sequence) of a transition in `AlertEngine.evaluate_until`'s list
 
 #: (fingerprint, alert labels, sample labels) of a result row, by (rule name, rule labels, the row's label set),
 #: shared by the engines of a process (each RL episode has a new engine that meets the same label sets); the dicts
@@ -398,6 +403,8 @@ class AlertEngine:
         self._active_fps: list[set[str]] = [set() for _ in self.pack.rules]  # fingerprints of each rule's active alerts
         #: per rule: (a copy of the label list last stepped, the `_ROW_INFO` entry of each of its rows once read)
         self._row_hits: list[tuple[list, list] | None] = [None] * len(self.pack.rules)
+        #: per rule: what `_step_rule` found from its last presence matrix (see there), or None
+        self._present: list[tuple | None] = [None] * len(self.pack.rules)
 
     def release(self) -> None:
         """The engine's owner is done with it (its marathon ended): the compiled plan's tape and program arena give
@@ -433,63 +440,82 @@ class AlertEngine:
                 except QueryError as err:
                     results.append(err)
         times_l = times.tolist()
-        for ri, (rule, vec) in enumerate(zip(self.pack.rules, results)):
-            if isinstance(vec, QueryError):
-                self.errors.append({"t": times[-1] / 1000, "alertname": rule.name, "error": vec.message})
+        rules = self.pack.rules
+        n_active = self._n_active
+        step = self._step_rule
+        for ri, vec in enumerate(results[:len(rules)]):
+            if type(vec) is not Vec and isinstance(vec, QueryError):
+                self.errors.append({"t": times[-1] / 1000, "alertname": rules[ri].name, "error": vec.message})
                 vec = Vec.empty(len(times))
-            if not self._n_active[ri] and (not vec.labels or not _count_nonzero(vec.p)):   # (``vec.p.any()``)
-                continue  # nothing present and nothing active: no transition, no value to take
-            self._step_rule(ri, rule, vec, times, out, times_l)
-        out.sort(key=lambda x: (x[0], x[1], x[2]))
-        return [tr for *_, tr in out]
+            # (nothing present and nothing active: no transition, no value to take; ``_count_nonzero``: ``p.any()``)
+            if n_active[ri] or (vec.labels and _count_nonzero(vec.p)):
+                step(ri, rules[ri], vec, times, out, times_l)
+        if not out:
+            return []
+        out.sort(key=_ORDER)
+        return [x[3] for x in out]
 
     def _step_rule(self, ri, rule, vec: Vec, times: np.ndarray, out: list, times_l: list | None = None) -> None:
         labels = vec.labels
         n = len(labels)
-        # the rows present at some tick, and their presence and values as Python lists (the same bools and floats,
-        # read per tick): the whole arrays when every row is present, else the present rows' only
-        if n:
-            p_all = vec.p.tolist()
-            present_rows = [r for r, row in enumerate(p_all) if True in row]
-            if len(present_rows) == n:
-                pres_l, vals_l = p_all, vec.v.tolist()
-            elif present_rows:
-                pres_l = [p_all[r] for r in present_rows]
-                v = vec.v
-                vals_l = [v[r].tolist() for r in present_rows]   # (row by row: cheaper than an indexed copy)
-            else:
-                pres_l = vals_l = []
-        else:
-            present_rows = pres_l = vals_l = []
         # label sets of present rows -> (fingerprint, labels, sample): by (rule name, rule labels, label set) for the
         # process (`_ROW_INFO`), and per row while the rule's label list is the same (equal to the one the row
         # entries were taken for)
-        rows_by_fp: dict[str, int] = {}   # fingerprint -> index in present_rows (the last row with it)
-        info: dict[str, tuple[dict, dict]] = {}
         rows = self._row_hits[ri]
         if rows is None or rows[0] != labels:
             rows = self._row_hits[ri] = (list(labels), [None] * n)
-        hits = rows[1]
-        for j, r in enumerate(present_rows):
-            hit = hits[r]
-            if hit is None:
-                ck = (rule.name, rule.labels, labels[r])
-                hit = _ROW_INFO.get(ck)
-                if hit is None:
-                    sample = dict(labels[r])
-                    lb = {k: v for k, v in sample.items() if k != "__name__"}
-                    lb.update(dict(rule.labels))
-                    lb["alertname"] = rule.name
-                    hit = (fingerprint(lb), lb, sample)
-                    if len(_ROW_INFO) >= ROW_INFO_MAX:
-                        _ROW_INFO.clear()
-                    _ROW_INFO[ck] = hit
-                hits[r] = hit
-            fp, lb, sample = hit
-            rows_by_fp[fp] = j
-            info[fp] = (lb, sample)
+        if n:
+            # the rows present at some tick, and their presence and values as Python lists (the same bools and
+            # floats, read per tick): the whole arrays when every row is present, else the present rows' only. What
+            # follows from the presence alone (present rows, their presence lists, row entries by fingerprint, the
+            # fingerprints sorted) is kept per rule with the presence's bytes and the row entries' list, and taken
+            # again for an equal presence over the same label list (steady alerts: most calls)
+            p = vec.p
+            pkey = p.tobytes()
+            pc = self._present[ri]
+            if pc is not None and pc[0] is rows and pc[1] == pkey and pc[2] == p.shape:
+                present_rows, pres_l, rows_by_fp, phits, fps_present = pc[3:]
+                v = vec.v
+                vals_l = v.tolist() if len(present_rows) == n else [v[r].tolist() for r in present_rows]
+            else:
+                p_all = p.tolist()
+                present_rows = [r for r, row in enumerate(p_all) if True in row]
+                if len(present_rows) == n:
+                    pres_l, vals_l = p_all, vec.v.tolist()
+                elif present_rows:
+                    pres_l = [p_all[r] for r in present_rows]
+                    v = vec.v
+                    vals_l = [v[r].tolist() for r in present_rows]   # (row by row: cheaper than an indexed copy)
+                else:
+                    pres_l = vals_l = []
+                rows_by_fp = {}   # fingerprint -> index in present_rows (the last row with it)
+                phits = []   # the `_ROW_INFO` entry (fingerprint, labels, sample) of each present row, in that order
+                hits = rows[1]
+                for j, r in enumerate(present_rows):
+                    hit = hits[r]
+                    if hit is None:
+                        ck = (rule.name, rule.labels, labels[r])
+                        hit = _ROW_INFO.get(ck)
+                        if hit is None:
+                            sample = dict(labels[r])
+                            lb = {k: v for k, v in sample.items() if k != "__name__"}
+                            lb.update(dict(rule.labels))
+                            lb["alertname"] = rule.name
+                            hit = (fingerprint(lb), lb, sample)
+                            if len(_ROW_INFO) >= ROW_INFO_MAX:
+                                _ROW_INFO.clear()
+                            _ROW_INFO[ck] = hit
+                        hits[r] = hit
+                    rows_by_fp[hit[0]] = j
+                    phits.append(hit)
+                fps_present = sorted(rows_by_fp)
+                self._present[ri] = (rows, pkey, p.shape, present_rows, pres_l, rows_by_fp, phits, fps_present)
+        else:
+            present_rows = pres_l = vals_l = phits = fps_present = []
+            rows_by_fp = {}
         mine = self._active_fps[ri]
-        fps = sorted(mine.union(rows_by_fp)) if mine else sorted(rows_by_fp)
+        # (every active alert's label set present: the present ones, else with the active ones too)
+        fps = fps_present if not mine or rows_by_fp.keys() >= mine else sorted(mine.union(rows_by_fp))
         if not fps:
             return
         if times_l is None:
@@ -509,7 +535,7 @@ class AlertEngine:
                     t_ms = times_l[0]
                     self._deactivate(a, key, ri, rule, fp, t_ms, out, seq)
                     seq += 1
-                    changelog.append(key)
+                    changelog.append(a._key or key)
                 continue
             pres = pres_l[j]
             vals = vals_l[j]
@@ -517,7 +543,7 @@ class AlertEngine:
                     and (a.state == "firing" or last_ms - a.active_at_ms < for_ms)):
                 # present at every tick, no transition: only the value moves (to the last tick's)
                 if a.set_value(rule, vals[-1]):
-                    changelog.append(key)
+                    changelog.append(a._key or key)
                 continue
             # tick by tick (``a``: the alert while active, None while not). The value of a present tick is taken
             # when it matters (`set_value` of the latest present tick before a transition and at the end: the
@@ -526,21 +552,27 @@ class AlertEngine:
             # changed (a reader takes the log's keys once each, between calls)
             changed = False
             due = -1   # the present tick whose value the active alert is still to take (-1: none)
+            # (the alert's own key tuple where it has one: the change log and the active set hold that one, not
+            # this call's)
+            if a is not None and a._key is not None:
+                key = a._key
             for k, t_ms in enumerate(times_l):
                 if pres[k]:
                     if a is not None:
                         due = k
                     else:
                         v = vals[k]
-                        lb, sample = info[fp]
+                        _, lb, sample = phits[j]
                         h = self._history.get(key)
                         if h is None:
                             a = _Alert(ri, dict(lb), fp, "pending", t_ms, v, {}, t_ms, sample_labels=dict(sample),
-                                       ann_src=(rule, dict(sample), v))
+                                       ann_src=(rule, dict(sample), v), _key=key)
                             self._history[key] = a
                             self._order.append(key)
                         else:
                             a = h
+                            if h._key is not None:
+                                key = h._key
                             a.state, a.active_at_ms, a.value = "pending", t_ms, v
                             a.ann_src = (rule, dict(sample), v)
                             a.episodes += 1

@@ -212,3 +212,56 @@ def test_step_rule_takes_a_present_ticks_value_when_it_matters():
         assert a.state == "pending" and a.value == vals[-1]
         assert (a.rev != rev) is moved and (len(eng._changelog) > pos) is moved, vals
     assert tick * iv < rule.for_ms
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_presence_kept_per_rule_gives_what_a_fresh_look_gives(seed):
+    """`_step_rule` takes again what it found from a rule's last presence matrix (present rows, their lists, row
+    entries by fingerprint, the sorted fingerprints) for an equal presence over the same label list: an engine that
+    forgets it before every call (the definition: everything found afresh) gives the same transitions, alerts, values
+    and change log, on streams whose presence patterns repeat (a small pool), label lists kept or replaced, with
+    active alerts that are absent from the present rows (resolving) and ones still present."""
+    rng = np.random.default_rng(100 + seed)
+    pack = load_rule_pack()
+    store = MetricStore(step_s=15.0)
+    picks = [next(i for i, r in enumerate(pack.rules) if r.for_ms >= 120_000),
+             next(i for i, r in enumerate(pack.rules) if r.for_ms < 120_000)]
+    kept, fresh = AlertEngine(pack, store), AlertEngine(pack, store)
+    pool_lb = [(("__name__", "m"), ("pod", f"p{i}"), ("service", f"s{i % 3}")) for i in range(5)]
+    lists = {ri: [pool_lb[i] for i in range(4)] for ri in picks}
+    tick, hits = 0, 0
+    for step in range(80):
+        T = int(rng.choice([8, 8, 8, 3]))
+        times = kept.interval_ms * np.arange(tick, tick + T, dtype=np.int64)
+        tick += T
+        out_k, out_f = [], []
+        for ri in picks:
+            rule = pack.rules[ri]
+            if rng.random() < 0.1:   # a rebuild: another label list (sometimes an equal one)
+                lists[ri] = list(lists[ri]) if rng.random() < 0.5 else \
+                    [pool_lb[int(i)] for i in rng.permutation(5)[: int(rng.integers(1, 6))]]
+            labels = lists[ri]
+            n = len(labels)
+            pats = [np.ones((n, T), bool), np.zeros((n, T), bool), np.eye(n, T, dtype=bool),
+                    np.arange(n * T).reshape(n, T) % 3 == 0]
+            p = pats[int(rng.integers(0, len(pats)))].copy()
+            v = rng.choice([0.0, -0.0, 1.5, np.nan, 7.0], size=(n, T))
+            vec = Vec(labels, v, p)
+            fresh._present[ri] = None   # (the definition: nothing kept)
+            before = kept._present[ri]
+            for eng, out in ((kept, out_k), (fresh, out_f)):
+                if eng._n_active[ri] or (vec.labels and vec.p.any()):
+                    eng._step_rule(ri, rule, vec, times, out)
+            hits += before is not None and kept._present[ri] is before
+        assert [_transition(tr) for *_, tr in out_k] == [_transition(tr) for *_, tr in out_f], step
+        assert _observable(kept) == _observable(fresh), step
+        assert kept._changelog == fresh._changelog, step
+        assert {k: a.rev for k, a in kept._history.items()} == {k: a.rev for k, a in fresh._history.items()}
+    assert hits > 20
+    # one key tuple per alert: its history key, which its change-log entries and its active entry are (the log
+    # grows by a key per change; it keeps no tuple of its own)
+    for eng in (kept, fresh):
+        own = {k: k for k in eng._history}
+        assert len(eng._changelog) > len(own)
+        assert all(k is own[k] for k in eng._changelog) and all(k is own[k] for k in eng._active)
+        assert all(a._key is k for k, a in eng._history.items())

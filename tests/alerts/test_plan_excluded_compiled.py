@@ -1,0 +1,78 @@
+"""The compiled check of left-out rows (``compiled.all_nan``, `plan._all_nan_compiled`) against its numpy definition
+(``np.isnan(data[rows, c0:c1]).all()``) on random store arrays, rows and column ranges, and the plan's exclusions
+with it: rows left out and taken back as with the numpy check (the plan test run with the kernels on, the kernel
+answering both ways)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sremarathon_env.alerts import compiled
+from sremarathon_env.alerts import plan as PL
+
+numba = pytest.importorskip("numba")
+
+
+@pytest.fixture
+def nb(monkeypatch):
+    monkeypatch.setenv("SREMARATHON_NUMBA", "1")
+    k = compiled.kernels()
+    assert k is not None
+    return k
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_all_nan_equals_numpy(nb, seed):
+    rng = np.random.default_rng(seed)
+    R, C = int(rng.integers(1, 40)), int(rng.integers(1, 30))
+    data = np.full((R, C), np.nan)
+    dense = rng.random()
+    data[rng.random((R, C)) < dense * 0.2] = rng.choice([0.0, -0.0, 1.5, np.inf, -np.inf])
+    for _ in range(40):
+        rows = np.sort(rng.choice(R, size=int(rng.integers(1, R + 1)), replace=False)).astype(np.intp)
+        if rng.random() < 0.3:
+            rows = rng.integers(0, R, size=int(rng.integers(1, 6))).astype(np.intp)   # repeats, any order
+        c0 = int(rng.integers(0, C + 2))
+        c1 = int(rng.integers(c0, C + 6))   # (past the array: the slice clips)
+        want = bool(np.isnan(data[rows, c0:c1]).all())
+        got = nb.all_nan(data, rows, c0, c1)
+        assert got == (1 if want else 0), (rows, c0, c1)
+        assert PL._all_nan_compiled(nb, data, rows, c0, c1) is want
+    # outside the array (numpy wraps a negative row and raises past the end) or a negative start: not decided
+    assert nb.all_nan(data, np.array([-1], np.intp), 0, C) == -1
+    assert nb.all_nan(data, np.array([R], np.intp), 0, C) == -1
+    assert nb.all_nan(data, np.array([0], np.intp), -1, C) == -1
+    assert PL._all_nan_compiled(nb, data, np.array([-1], np.intp), 0, C) is False
+
+
+def test_other_layouts_are_left_to_numpy(nb):
+    data = np.full((4, 6), np.nan)
+    rows = np.array([0, 2], np.intp)
+    assert PL._all_nan_compiled(nb, data, rows, 0, 6) is True
+    assert PL._all_nan_compiled(nb, np.asfortranarray(data), rows, 0, 6) is False
+    assert PL._all_nan_compiled(nb, data[:, ::2], rows, 0, 3) is False
+    assert PL._all_nan_compiled(nb, data.astype(np.float32), rows, 0, 6) is False
+    assert PL._all_nan_compiled(nb, data, rows.astype(np.int32), 0, 6) is False
+    assert PL._all_nan_compiled(nb, data, np.array([0, 1, 2, 3], np.intp)[::2], 0, 6) is False
+
+
+def test_plan_exclusions_with_the_compiled_check(nb, monkeypatch):
+    from .test_plan import test_plan_leaves_out_rows_without_samples_and_takes_them_back as plan_test
+
+    seen = []
+    kern = nb.all_nan
+
+    class _Counting:
+        def __getattr__(self, name):
+            return getattr(nb, name)
+
+        @staticmethod
+        def all_nan(*a):
+            r = kern(*a)
+            seen.append(r)
+            return r
+
+    monkeypatch.setattr(PL, "kernels", lambda: _Counting())
+    plan_test()
+    assert 1 in seen and 0 in seen   # rows stayed out, and a written row was found by the kernel
