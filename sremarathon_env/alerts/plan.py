@@ -1014,13 +1014,13 @@ class PackPlan:
             n = len(fam)
             if n == st.done[fi]:
                 continue
-            info, pos = self.promql._row_info(fam, n)
+            info, pos, rent = self.promql._row_info_lazy(fam, n)
             if not st.own[fi]:   # (a kept first selection's lists: copied before they are extended)
                 st.rows[fi], st.lbs[fi], st.keys[fi] = list(st.rows[fi]), list(st.lbs[fi]), list(st.keys[fi])
                 st.own[fi] = True
             rows, lbs, keys = st.rows[fi], st.lbs[fi], st.keys[fi]
             a = len(rows)
-            match_rows(info, pos, matchers, st.done[fi], n, rows, lbs, keys, fam.name)
+            match_rows(info, pos, matchers, st.done[fi], n, rows, lbs, keys, fam.name, rent)
             st.done[fi] = n
             if None in keys[a:]:
                 st.fallback = True
