@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from itertools import chain, compress, repeat
-from operator import is_, is_not, itemgetter, not_
+from operator import is_, is_not, itemgetter, ne, not_
 
 import numpy as np
 
@@ -771,7 +771,9 @@ class PackPlan:
         self._lr_tags: dict[str, tuple] = {}  # per label_replace node key: ("label_replace", dst, repl, src, regex)
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
-        self._name_sig: dict[str, tuple] = {}
+        # (at the last build: the families read (``_read_families``), their row counts, each one's name, the name by
+        # family identity; the left-out records keep their version then, ``_Excluded.built``): ``_changed_names``
+        self._built: tuple | None = None
         self._fam_read: tuple | None = None  # _read_families
         self._visits: tuple[list, list] = ([], [])
         self.builds = 0
@@ -822,10 +824,58 @@ class PackPlan:
         return ids, tuple(map(len, fams))
 
     def _name_sigs(self) -> dict[str, tuple]:
+        """Per name read: its families' (identity, row count, left-out rows' version) (the definition of a changed
+        name, ``_changed_names``)."""
         _, per_name, _, _ = self._read_families()
         ex = self._excl
         return {n: tuple((id(f), len(f), ex[id(f)].version if id(f) in ex else 0) for f in fs)
                 for n, fs in per_name}
+
+    def _changed_names(self) -> set:
+        """The names whose ``_name_sigs`` entry differs from the last build's (every name read at the first build,
+        or where the store gained a family since). While the families stand, that is the names of the families whose
+        row count differs from the last build's (compared in C) or whose left-out rows' version moved (one pass over
+        the plan's left-out records): no per-name signature is made."""
+        hit = self._read_families()
+        lens = list(map(len, hit[2]))
+        last = self._built
+        ex = self._excl
+        if last is None or last[0] is not hit:
+            sigs = self._name_sigs()
+            prev = {} if last is None else self._sigs_built(last)
+            changed = {n for n, sg in sigs.items() if prev.get(n) != sg}
+            # (per family, in the order read: its name; per family identity, its name)
+            names_of = [n for n, fs in hit[1] for _ in fs]
+            self._built = (hit, lens, names_of, {id(f): n for n, f in zip(names_of, hit[2])})
+            for ent in ex.values():
+                ent.built = ent.version
+            return changed
+        names_of, name_of_id = last[2], last[3]
+        changed = set(map(names_of.__getitem__, compress(range(len(lens)), map(ne, lens, last[1]))))
+        for ent in ex.values():
+            if ent.built != ent.version:
+                ent.built = ent.version
+                n = name_of_id.get(id(ent.fam))
+                if n is not None:
+                    changed.add(n)
+        self._built = (hit, lens, names_of, name_of_id)
+        return changed
+
+    def _sigs_built(self, last: tuple) -> dict[str, tuple]:
+        """``_name_sigs`` as it was at the build that recorded ``last`` (its families, their row counts then, the
+        left-out rows' versions then)."""
+        hit, lens = last[0], last[1]
+        ex = self._excl
+        out = {}
+        k = 0
+        for n, fs in hit[1]:
+            sig = []
+            for f in fs:
+                e = ex.get(id(f))
+                sig.append((id(f), lens[k], e.built if e is not None else 0))
+                k += 1
+            out[n] = tuple(sig)
+        return out
 
     # ------------------------------------------------------------------ rows that cannot contribute
     def _check_excluded(self, t_min: int) -> None:
@@ -1127,11 +1177,9 @@ class PackPlan:
         self.builds += 1
         self._decide_excluded(t_min)
         self.excluded = sum(len(e.rows) for e in self._excl.values())
-        sigs = self._name_sigs()
-        changed = {n for n, sg in sigs.items() if self._name_sig.get(n) != sg}
-        if self._all_families:
-            changed = set(sigs) | set(self._name_sig)
-        self._name_sig = sigs
+        changed = self._changed_names()
+        if self._all_families:   # (names are only ever added to a store: those read now include the last build's)
+            changed = {n for n, _ in self._read_families()[1]}
         records = self._records
         # the rules reading a changed name (or a name-less selector) are rebuilt
         rebuilt = set(self._unkeepable)
@@ -1852,7 +1900,7 @@ def _take_shared(st: "_Selection", key: tuple, fams: list) -> bool:
 class _Excluded:
     """The rows of one family left out of the plan's selectors (sorted), as indices and as a mask."""
 
-    __slots__ = ("fam", "rows", "mask", "version", "rows_seen")
+    __slots__ = ("fam", "rows", "mask", "version", "rows_seen", "built")
 
     def __init__(self, fam):
         self.fam = fam
@@ -1860,6 +1908,7 @@ class _Excluded:
         self.mask = np.zeros(0, bool)
         self.version = 0
         self.rows_seen = -1
+        self.built = 0   # the version at the plan's last build (``PackPlan._changed_names``)
 
     def set(self, rows: np.ndarray) -> None:
         if len(rows) == len(self.rows) and np.array_equal(rows, self.rows):
