@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from itertools import chain, compress, repeat
-from operator import is_, is_not, itemgetter, ne, not_
+from operator import is_, is_not, itemgetter, ne, not_, or_
 
 import numpy as np
 
@@ -885,7 +885,7 @@ class PackPlan:
             return
         if t_min < self._excl_t_ms:
             for ent in self._excl.values():
-                ent.set(np.zeros(0, dtype=np.intp))
+                ent.set(np.zeros(0, dtype=np.intp), removed=ent.rows)
             self._excl_t_ms = None
             self._excl_dirty = True
             return
@@ -899,7 +899,7 @@ class PackPlan:
                 if empty.all():
                     continue   # (the usual case: no left-out row got a sample)
                 back = ~empty.all(axis=1)
-                ent.set(ent.rows[~back])
+                ent.set(ent.rows[~back], removed=ent.rows[back])
                 self._excl_dirty = True
         self._excl_cols = n
 
@@ -951,7 +951,7 @@ class PackPlan:
             # leave rows out in batches: each change makes the family's selectors new lists
             if len(idx) and len(idx) >= least:
                 # (idx holds no left-out row: the union is the sorted concatenation)
-                ent.set(np.sort(np.concatenate((ent.rows, idx))) if n_out else idx)
+                ent.set(np.sort(np.concatenate((ent.rows, idx))) if n_out else idx, added=idx)
         self._excl_cols = n
 
     def _live(self, key: str, parts, labels):
@@ -1091,20 +1091,33 @@ class PackPlan:
         keep = None   # which items of the previous selection stay (None: all)
         if any(x is not y and (x is None or y is None or x[0] is not y[0]) for x, y in zip(excl, st.excl)):
             # left-out rows changed: drop the newly left-out rows, take the rows taken back as new ones
+            steps = _excl_steps(ex, fams, excl, st.excl) if EXCL_STEPS else None
             drop = None
             for fi, (x, y) in enumerate(zip(excl, st.excl)):
                 if x is y or (x is not None and y is not None and x[0] is y[0]):
                     continue
-                if x is not None and len(old_items):
-                    d = _in_mask(x[1], st.r_arr)
-                    if y is not None:
-                        d &= ~_in_mask(y[1], st.r_arr)
-                    if len(fams) > 1:
-                        d &= st.f_arr == fi
-                    drop = d if drop is None else drop | d
-                if y is None:
-                    continue
-                back = y[0] if x is None else y[0][~_in_mask(x[1], y[0])]
+                if steps is not None:
+                    # one change since this selection's: the items now left out are those of the rows added to the
+                    # left-out ones (no item is of a row left out before), the rows taken back those removed
+                    added, back = steps[fi]
+                    if len(added) and len(old_items):
+                        out = set(added.tolist())
+                        if len(fams) == 1:
+                            d = [it[2] in out for it in old_items]
+                        else:
+                            d = [it[2] in out and it[1] == fi for it in old_items]
+                        drop = d if drop is None else list(map(or_, drop, d))
+                else:
+                    if x is not None and len(old_items):
+                        d = _in_mask(x[1], st.r_arr)
+                        if y is not None:
+                            d &= ~_in_mask(y[1], st.r_arr)
+                        if len(fams) > 1:
+                            d &= st.f_arr == fi
+                        drop = d if drop is None else drop | d
+                    if y is None:
+                        continue
+                    back = y[0] if x is None else y[0][~_in_mask(x[1], y[0])]
                 if len(back):
                     rows, keys, lbs = st.rows[fi], st.keys[fi], st.lbs[fi]
                     lim = st.done_sel[fi]
@@ -1113,7 +1126,12 @@ class PackPlan:
                         if j < lim and rows[j] == r:
                             new.append((keys[j], fi, r, lbs[j]))
             st.excl = excl
-            if drop is not None and drop.any():
+            if steps is not None:
+                if drop is not None and True in drop:
+                    keep = list(map(not_, drop))
+                    old_items = list(compress(old_items, keep))
+                    old_labels = list(compress(old_labels, keep))
+            elif drop is not None and drop.any():
                 keep = (~drop).tolist()
                 old_items = list(compress(old_items, keep))
                 old_labels = list(compress(old_labels, keep))
@@ -1791,6 +1809,28 @@ def _in_mask(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return mask[np.minimum(rows, len(mask) - 1)] & (rows < len(mask))
 
 
+def _excl_steps(ex: dict, fams: list, now: list, then: list) -> list | None:
+    """Per family of a selection, (rows added to its left-out rows, rows removed from them) where each family whose
+    left-out rows differ from those the selection was made with (``then``, as ``now``: (rows, mask) or None) changed
+    exactly once since (``_Excluded.step`` made from those very rows, or from none); None where one changed more often
+    (``_select_now`` then compares the masks)."""
+    out = []
+    for f, x, y in zip(fams, now, then):
+        if x is y or (x is not None and y is not None and x[0] is y[0]):
+            out.append(None)
+            continue
+        e = ex.get(id(f))
+        st = e.step if e is not None and e.fam is f else None
+        if st is None or (st[0] is not y[0] if y is not None else len(st[0])):
+            return None
+        out.append((st[1], st[2]))
+    return out
+
+
+#: take a selection's left-out changes from the records' last change where it is its only one (``_excl_steps``)
+EXCL_STEPS = True
+
+
 _FAM_OF_ITEM, _ROW_OF_ITEM = itemgetter(1), itemgetter(2)   # of a selection item (sort key, family index, row)
 
 
@@ -1897,10 +1937,13 @@ def _take_shared(st: "_Selection", key: tuple, fams: list) -> bool:
     return True
 
 
+_NO_ROWS = np.zeros(0, dtype=np.intp)
+
+
 class _Excluded:
     """The rows of one family left out of the plan's selectors (sorted), as indices and as a mask."""
 
-    __slots__ = ("fam", "rows", "mask", "version", "rows_seen", "built")
+    __slots__ = ("fam", "rows", "mask", "version", "rows_seen", "built", "step")
 
     def __init__(self, fam):
         self.fam = fam
@@ -1909,10 +1952,17 @@ class _Excluded:
         self.version = 0
         self.rows_seen = -1
         self.built = 0   # the version at the plan's last build (``PackPlan._changed_names``)
+        # the last change: (the rows before it, the rows it added, the rows it removed), None where not told
+        self.step: tuple | None = None
 
-    def set(self, rows: np.ndarray) -> None:
+    def set(self, rows: np.ndarray, added: np.ndarray | None = None, removed: np.ndarray | None = None) -> None:
+        """Leave ``rows`` (sorted) out: the rows left out before with ``added`` (rows not among them) and without
+        ``removed`` (rows among them), where the caller tells them (``_excl_steps`` reads the change)."""
         if len(rows) == len(self.rows) and np.array_equal(rows, self.rows):
             return
+        none = _NO_ROWS
+        self.step = None if added is None and removed is None else (
+            self.rows, none if added is None else added, none if removed is None else removed)
         self.rows = np.asarray(rows, dtype=np.intp)
         self.mask = np.zeros(int(self.rows.max()) + 1 if len(self.rows) else 0, bool)
         self.mask[self.rows] = True
