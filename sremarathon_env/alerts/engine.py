@@ -184,42 +184,46 @@ def _row_items_add() -> bool:
     return False
 
 
-def _row_item(ent: tuple, r: int) -> tuple:
-    """Make row ``r``'s item of a family's row record (``PromQLEngine._row_ent``) where ``_row_info_lazy`` listed
-    it without one: the very item ``_row_info``'s loop makes, through the same cache and count."""
+def _row_items_make(ent: tuple, rs: list) -> None:
+    """Make the items of the rows ``rs`` (ascending) of a family's row record (``PromQLEngine._row_ent``) where
+    ``_row_info_lazy`` listed them without one: the very items ``_row_info``'s loop makes, through the same cache and
+    count, in the same order (one call per batch of rows: the record, the cache and the pair table are read once)."""
     fam, info, pos, snames, pick, tmpl, shape, holes = ent
-    lv = fam._label_values[r]
-    if type(lv) is not tuple:
-        lv = tuple(lv)
+    lvs = fam._label_values
+    name = (fam.name,)
+    L = len(snames)
     new_d, old_d = _row_items(shape)
-    it = new_d.get(lv)
-    if it is None:
-        it = old_d.get(lv) if old_d is not None else None
+    pairs = _values._PAIRS
+    if len(pairs) > _values.PAIRS_MAX:
+        pairs.clear()
+    sd = pairs.setdefault
+    cnt, gen_max = _ROW_ITEMS_COUNT, ROW_ITEM_GENERATION
+    for r in rs:
+        lv = lvs[r]
+        if type(lv) is not tuple:
+            lv = tuple(lv)
+        it = new_d.get(lv)
         if it is None:
-            pairs = _values._PAIRS
-            if len(pairs) > _values.PAIRS_MAX:
-                pairs.clear()
-            sd = pairs.setdefault
-            pv = pick((fam.name,) + lv)
-            if "" in pv:
-                ps = [(a, b) for a, b in zip(snames, pv) if b != ""]
-                lb = tuple(map(sd, ps, ps))
-                it = (lv, lb, _sort_key(lb))
+            it = old_d.get(lv) if old_d is not None else None
+            if it is None:
+                pv = pick(name + lv)
+                if "" in pv:
+                    ps = [(a, b) for a, b in zip(snames, pv) if b != ""]
+                    lb = tuple(map(sd, ps, ps))
+                    it = (lv, lb, _sort_key(lb))
+                else:
+                    ps = list(zip(snames, pv))
+                    lb = tuple(map(sd, ps, ps))
+                    text = tmpl % pv
+                    it = (lv, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
+            if cnt[0] >= gen_max:   # (_row_items_add, as ``_row_info``'s loop)
+                _row_items_add()
+                new_d, old_d = _row_items(shape)
             else:
-                ps = list(zip(snames, pv))
-                lb = tuple(map(sd, ps, ps))
-                text = tmpl % pv
-                L = len(snames)
-                it = (lv, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
-        if _ROW_ITEMS_COUNT[0] >= ROW_ITEM_GENERATION:   # (_row_items_add, as ``_row_info``'s loop)
-            _row_items_add()
-            new_d, old_d = _row_items(shape)
-        else:
-            _ROW_ITEMS_COUNT[0] += 1
-        new_d[lv] = it
-    info[r] = it
-    holes[0] -= 1
-    return it
+                cnt[0] += 1
+            new_d[lv] = it
+        info[r] = it
+    holes[0] -= len(rs)
 
 
 class _Ctx:
@@ -523,7 +527,7 @@ class PromQLEngine:
     def _row_info_lazy(self, fam, n: int) -> tuple[list, dict, tuple]:
         """``_row_info`` without making the items: (the family's item list, listing rows up to ``n``, None for a row
         whose item is not made yet; the label positions; the row record for `match_rows`, which makes the items of
-        the rows it keeps, ``_row_item``). A selector keeps ~70 % of a new pod's rows: the others never cost an
+        the rows it keeps, ``_row_items_make``). A selector keeps ~70 % of a new pod's rows: the others never cost an
         item (label set, sort key)."""
         ent = self._rows_of.get(id(fam))
         if ent is None or ent[0] is not fam:
@@ -550,49 +554,14 @@ class PromQLEngine:
         ent = self._rows_of.get(id(fam))
         if ent is None or ent[0] is not fam:
             ent = self._row_ent(fam)
-        _, info, pos, snames, pick, tmpl, shape, holes = ent
+        info, pos, holes = ent[1], ent[2], ent[7]
         if holes[0]:
-            for r in range(min(n, len(info))):
-                if info[r] is None:
-                    _row_item(ent, r)
-        if len(info) >= n:
-            return info, pos
-        name = (fam.name,)
-        lvs = fam._label_values
-        L = len(snames)
-        new_d, old_d = _row_items(shape)
-        pairs = _values._PAIRS
-        if len(pairs) > _values.PAIRS_MAX:
-            pairs.clear()
-        sd = pairs.setdefault   # (intern_pairs, inline)
-        cnt, gen_max = _ROW_ITEMS_COUNT, ROW_ITEM_GENERATION
-        for r in range(len(info), n):
-            lv = lvs[r]
-            if type(lv) is not tuple:
-                lv = tuple(lv)
-            it = new_d.get(lv)
-            if it is None:
-                it = old_d.get(lv) if old_d is not None else None
-                if it is None:
-                    va = name + lv
-                    pv = pick(va)
-                    if "" in pv:
-                        ps = [(a, b) for a, b in zip(snames, pv) if b != ""]
-                        lb = tuple(map(sd, ps, ps))
-                        it = (lv, lb, _sort_key(lb))
-                    else:
-                        ps = list(zip(snames, pv))
-                        lb = tuple(map(sd, ps, ps))
-                        # _sort_key(lb): name, \x01, value, \x00 for each pair
-                        text = tmpl % pv
-                        it = (lv, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
-                if cnt[0] >= gen_max:   # (_row_items_add, inline: it turns the generations over then)
-                    _row_items_add()
-                    new_d, old_d = _row_items(shape)
-                else:
-                    cnt[0] += 1
-                new_d[lv] = it
-            info.append(it)
+            _row_items_make(ent, [r for r in range(min(n, len(info))) if info[r] is None])
+        if len(info) < n:
+            a = len(info)
+            info.extend(repeat(None, n - a))
+            holes[0] += n - a
+            _row_items_make(ent, range(a, n))
         return info, pos
 
     @staticmethod
@@ -870,14 +839,17 @@ class PromQLEngine:
         return Vec(out_l, np.vstack(out_v), np.vstack(out_p))
 
 
+_LB_OF, _KEY_OF = itemgetter(1), itemgetter(2)   # of a row item
+
+
 def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lbs: list, keys: list,
                name: str, ent: tuple | None = None) -> None:
     """Append to ``rows``, ``lbs`` and ``keys`` the rows ``lo .. hi-1`` of the family ``name``
     (`PromQLEngine._row_info`: ``info[r]`` = (label values, label set, sort key), ``pos`` = label name ->
     position in the values) whose name and values pass every matcher; a label a row lacks reads as "".
     A ``__name__`` matcher has one value for all the family's rows: it is decided once. With the family's row
-    record ``ent`` (``PromQLEngine._row_info_lazy``), the rows' values are read from the family and a kept row
-    without an item gets its item made (``_row_item``)."""
+    record ``ent`` (``PromQLEngine._row_info_lazy``), the rows' values are read from the family and the kept rows
+    without an item get their items made (``_row_items_make``, once for all of them)."""
     mi = []
     for m in matchers:
         if m.name == "__name__":
@@ -887,6 +859,7 @@ def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lb
             mi.append((m, m.op == "=", pos.get(m.name, -1)))
     if ent is not None:
         lvs = ent[0]._label_values
+        kept = []
         for r in range(lo, hi):
             va = lvs[r]
             for m, eq, i in mi:
@@ -894,12 +867,15 @@ def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lb
                 if not (v == m.value if eq else m.matches(v)):
                     break
             else:
-                it = info[r]
-                if it is None:
-                    it = _row_item(ent, r)
-                rows.append(r)
-                lbs.append(it[1])
-                keys.append(it[2])
+                kept.append(r)
+        if kept:
+            its = list(map(info.__getitem__, kept))
+            if None in its:
+                _row_items_make(ent, [r for r, it in zip(kept, its) if it is None])
+                its = list(map(info.__getitem__, kept))
+            rows.extend(kept)
+            lbs.extend(map(_LB_OF, its))
+            keys.extend(map(_KEY_OF, its))
         return
     for r in range(lo, hi):
         va, lb, k = info[r]
