@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
+from itertools import repeat
 from operator import itemgetter
 from collections import OrderedDict
 
@@ -183,6 +184,48 @@ def _row_items_add() -> bool:
     return False
 
 
+def _row_items_make(ent: tuple, rs: list) -> None:
+    """Make the items of the rows ``rs`` (ascending) of a family's row record (``PromQLEngine._row_ent``) where
+    ``_row_info_lazy`` listed them without one: the very items ``_row_info``'s loop makes, through the same cache and
+    count, in the same order (one call per batch of rows: the record, the cache and the pair table are read once)."""
+    fam, info, pos, snames, pick, tmpl, shape, holes = ent
+    lvs = fam._label_values
+    name = (fam.name,)
+    L = len(snames)
+    new_d, old_d = _row_items(shape)
+    pairs = _values._PAIRS
+    if len(pairs) > _values.PAIRS_MAX:
+        pairs.clear()
+    sd = pairs.setdefault
+    cnt, gen_max = _ROW_ITEMS_COUNT, ROW_ITEM_GENERATION
+    for r in rs:
+        lv = lvs[r]
+        if type(lv) is not tuple:
+            lv = tuple(lv)
+        it = new_d.get(lv)
+        if it is None:
+            it = old_d.get(lv) if old_d is not None else None
+            if it is None:
+                pv = pick(name + lv)
+                if "" in pv:
+                    ps = [(a, b) for a, b in zip(snames, pv) if b != ""]
+                    lb = tuple(map(sd, ps, ps))
+                    it = (lv, lb, _sort_key(lb))
+                else:
+                    ps = list(zip(snames, pv))
+                    lb = tuple(map(sd, ps, ps))
+                    text = tmpl % pv
+                    it = (lv, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
+            if cnt[0] >= gen_max:   # (_row_items_add, as ``_row_info``'s loop)
+                _row_items_add()
+                new_d, old_d = _row_items(shape)
+            else:
+                cnt[0] += 1
+            new_d[lv] = it
+        info[r] = it
+    holes[0] -= len(rs)
+
+
 class _Ctx:
     def __init__(self, times: np.ndarray, default_step_ms: int):
         self.times = times
@@ -202,7 +245,7 @@ class PromQLEngine:
         self._compiled: OrderedDict[str, S.Node] = OrderedDict()
         self._sel_cache: dict[tuple, tuple] = {}  # per (matchers, family): rows done, matching rows, label sets, sort keys
         self._sel_result: dict[tuple, tuple] = {}
-        self._rows_of: dict[int, tuple] = {}  # per family: (family, [(labels dict, label set, sort key)] per row)
+        self._rows_of: dict[int, tuple] = {}  # per family: its row record (``_row_ent``)
         self.step_ms = int(round(store.step_s * 1000))
         self.t0_ms = int(round(store.t0_s * 1000))
 
@@ -465,6 +508,37 @@ class PromQLEngine:
             raise QueryError("too_expensive", f"query touches more than {self.limits.max_series} series")
         return parts, labels
 
+    def _row_ent(self, fam) -> tuple:
+        """The family's row record: (family, items per row so far, position of each label name in the label values,
+        sorted names with ``__name__``, their pick from the values, the sort key's template, the items' cache shape,
+        [rows listed without an item yet])."""
+        ent = self._rows_of.get(id(fam))
+        if ent is None or ent[0] is not fam:
+            names = ("__name__",) + tuple(fam.label_names)
+            order = sorted(range(len(names)), key=names.__getitem__)
+            snames = tuple(names[i] for i in order)
+            pick = (lambda va: (va[0],)) if len(order) == 1 else itemgetter(*order)
+            pos = {nm: i for i, nm in enumerate(fam.label_names)}
+            # the sort key's template: name, \x01, value, \x00 for each pair (names escaped for %)
+            tmpl = "".join(nm.replace("%", "%%") + "\x01%s\x00" for nm in snames)
+            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick, tmpl, (fam.name, names), [0])
+        return ent
+
+    def _row_info_lazy(self, fam, n: int) -> tuple[list, dict, tuple]:
+        """``_row_info`` without making the items: (the family's item list, listing rows up to ``n``, None for a row
+        whose item is not made yet; the label positions; the row record for `match_rows`, which makes the items of
+        the rows it keeps, ``_row_items_make``). A selector keeps ~70 % of a new pod's rows: the others never cost an
+        item (label set, sort key)."""
+        ent = self._rows_of.get(id(fam))
+        if ent is None or ent[0] is not fam:
+            ent = self._row_ent(fam)
+        info = ent[1]
+        k = n - len(info)
+        if k > 0:
+            info.extend(repeat(None, k))
+            ent[7][0] += k
+        return info, ent[2], ent
+
     def _row_info(self, fam, n: int) -> tuple[list, dict]:
         """((label values, label set, sort key) of each row of a family, made once per row; the position of
         each label name in the label values). The family name is not in the item (`match_rows` takes it once
@@ -475,56 +549,19 @@ class PromQLEngine:
         sorted once, and each row's values are put in that order with one ``itemgetter`` call. A row's item
         is a pure function of (family name, label names, label values): items are shared through a bounded
         module-level cache (``_ROW_ITEMS``), so the rows a new episode's store has in common with an earlier
-        one (nodes, deployments, services, edges: ~70 % of Train Ticket's) cost a lookup."""
+        one (nodes, deployments, services, edges: ~70 % of Train Ticket's) cost a lookup. Rows listed without
+        an item (``_row_info_lazy``) get theirs here."""
         ent = self._rows_of.get(id(fam))
         if ent is None or ent[0] is not fam:
-            names = ("__name__",) + tuple(fam.label_names)
-            order = sorted(range(len(names)), key=names.__getitem__)
-            snames = tuple(names[i] for i in order)
-            pick = (lambda va: (va[0],)) if len(order) == 1 else itemgetter(*order)
-            pos = {nm: i for i, nm in enumerate(fam.label_names)}
-            # the sort key's template: name, \x01, value, \x00 for each pair (names escaped for %)
-            tmpl = "".join(nm.replace("%", "%%") + "\x01%s\x00" for nm in snames)
-            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick, tmpl, (fam.name, names))
-        _, info, pos, snames, pick, tmpl, shape = ent
-        if len(info) >= n:
-            return info, pos
-        name = (fam.name,)
-        lvs = fam._label_values
-        L = len(snames)
-        new_d, old_d = _row_items(shape)
-        pairs = _values._PAIRS
-        if len(pairs) > _values.PAIRS_MAX:
-            pairs.clear()
-        sd = pairs.setdefault   # (intern_pairs, inline)
-        cnt, gen_max = _ROW_ITEMS_COUNT, ROW_ITEM_GENERATION
-        for r in range(len(info), n):
-            lv = lvs[r]
-            if type(lv) is not tuple:
-                lv = tuple(lv)
-            it = new_d.get(lv)
-            if it is None:
-                it = old_d.get(lv) if old_d is not None else None
-                if it is None:
-                    va = name + lv
-                    pv = pick(va)
-                    if "" in pv:
-                        ps = [(a, b) for a, b in zip(snames, pv) if b != ""]
-                        lb = tuple(map(sd, ps, ps))
-                        it = (lv, lb, _sort_key(lb))
-                    else:
-                        ps = list(zip(snames, pv))
-                        lb = tuple(map(sd, ps, ps))
-                        # _sort_key(lb): name, \x01, value, \x00 for each pair
-                        text = tmpl % pv
-                        it = (lv, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
-                if cnt[0] >= gen_max:   # (_row_items_add, inline: it turns the generations over then)
-                    _row_items_add()
-                    new_d, old_d = _row_items(shape)
-                else:
-                    cnt[0] += 1
-                new_d[lv] = it
-            info.append(it)
+            ent = self._row_ent(fam)
+        info, pos, holes = ent[1], ent[2], ent[7]
+        if holes[0]:
+            _row_items_make(ent, [r for r in range(min(n, len(info))) if info[r] is None])
+        if len(info) < n:
+            a = len(info)
+            info.extend(repeat(None, n - a))
+            holes[0] += n - a
+            _row_items_make(ent, range(a, n))
         return info, pos
 
     @staticmethod
@@ -802,12 +839,17 @@ class PromQLEngine:
         return Vec(out_l, np.vstack(out_v), np.vstack(out_p))
 
 
+_LB_OF, _KEY_OF = itemgetter(1), itemgetter(2)   # of a row item
+
+
 def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lbs: list, keys: list,
-               name: str) -> None:
+               name: str, ent: tuple | None = None) -> None:
     """Append to ``rows``, ``lbs`` and ``keys`` the rows ``lo .. hi-1`` of the family ``name``
     (`PromQLEngine._row_info`: ``info[r]`` = (label values, label set, sort key), ``pos`` = label name ->
     position in the values) whose name and values pass every matcher; a label a row lacks reads as "".
-    A ``__name__`` matcher has one value for all the family's rows: it is decided once."""
+    A ``__name__`` matcher has one value for all the family's rows: it is decided once. With the family's row
+    record ``ent`` (``PromQLEngine._row_info_lazy``), the rows' values are read from the family and the kept rows
+    without an item get their items made (``_row_items_make``, once for all of them)."""
     mi = []
     for m in matchers:
         if m.name == "__name__":
@@ -815,6 +857,26 @@ def match_rows(info: list, pos: dict, matchers, lo: int, hi: int, rows: list, lb
                 return
         else:
             mi.append((m, m.op == "=", pos.get(m.name, -1)))
+    if ent is not None:
+        lvs = ent[0]._label_values
+        kept = []
+        for r in range(lo, hi):
+            va = lvs[r]
+            for m, eq, i in mi:
+                v = va[i] if i >= 0 else ""
+                if not (v == m.value if eq else m.matches(v)):
+                    break
+            else:
+                kept.append(r)
+        if kept:
+            its = list(map(info.__getitem__, kept))
+            if None in its:
+                _row_items_make(ent, [r for r, it in zip(kept, its) if it is None])
+                its = list(map(info.__getitem__, kept))
+            rows.extend(kept)
+            lbs.extend(map(_LB_OF, its))
+            keys.extend(map(_KEY_OF, its))
+        return
     for r in range(lo, hi):
         va, lb, k = info[r]
         for m, eq, i in mi:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from itertools import chain, compress, repeat
-from operator import is_, is_not, itemgetter, not_
+from operator import is_, is_not, itemgetter, ne, not_, or_
 
 import numpy as np
 
@@ -816,7 +816,9 @@ class PackPlan:
         self._lr_tags: dict[str, tuple] = {}  # per label_replace node key: ("label_replace", dst, repl, src, regex)
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
-        self._name_sig: dict[str, tuple] = {}
+        # (at the last build: the families read (``_read_families``), their row counts, each one's name, the name by
+        # family identity; the left-out records keep their version then, ``_Excluded.built``): ``_changed_names``
+        self._built: tuple | None = None
         self._fam_read: tuple | None = None  # _read_families
         self._visits: tuple[list, list] = ([], [])
         self.builds = 0
@@ -867,10 +869,58 @@ class PackPlan:
         return ids, tuple(map(len, fams))
 
     def _name_sigs(self) -> dict[str, tuple]:
+        """Per name read: its families' (identity, row count, left-out rows' version) (the definition of a changed
+        name, ``_changed_names``)."""
         _, per_name, _, _ = self._read_families()
         ex = self._excl
         return {n: tuple((id(f), len(f), ex[id(f)].version if id(f) in ex else 0) for f in fs)
                 for n, fs in per_name}
+
+    def _changed_names(self) -> set:
+        """The names whose ``_name_sigs`` entry differs from the last build's (every name read at the first build,
+        or where the store gained a family since). While the families stand, that is the names of the families whose
+        row count differs from the last build's (compared in C) or whose left-out rows' version moved (one pass over
+        the plan's left-out records): no per-name signature is made."""
+        hit = self._read_families()
+        lens = list(map(len, hit[2]))
+        last = self._built
+        ex = self._excl
+        if last is None or last[0] is not hit:
+            sigs = self._name_sigs()
+            prev = {} if last is None else self._sigs_built(last)
+            changed = {n for n, sg in sigs.items() if prev.get(n) != sg}
+            # (per family, in the order read: its name; per family identity, its name)
+            names_of = [n for n, fs in hit[1] for _ in fs]
+            self._built = (hit, lens, names_of, {id(f): n for n, f in zip(names_of, hit[2])})
+            for ent in ex.values():
+                ent.built = ent.version
+            return changed
+        names_of, name_of_id = last[2], last[3]
+        changed = set(map(names_of.__getitem__, compress(range(len(lens)), map(ne, lens, last[1]))))
+        for ent in ex.values():
+            if ent.built != ent.version:
+                ent.built = ent.version
+                n = name_of_id.get(id(ent.fam))
+                if n is not None:
+                    changed.add(n)
+        self._built = (hit, lens, names_of, name_of_id)
+        return changed
+
+    def _sigs_built(self, last: tuple) -> dict[str, tuple]:
+        """``_name_sigs`` as it was at the build that recorded ``last`` (its families, their row counts then, the
+        left-out rows' versions then)."""
+        hit, lens = last[0], last[1]
+        ex = self._excl
+        out = {}
+        k = 0
+        for n, fs in hit[1]:
+            sig = []
+            for f in fs:
+                e = ex.get(id(f))
+                sig.append((id(f), lens[k], e.built if e is not None else 0))
+                k += 1
+            out[n] = tuple(sig)
+        return out
 
     # ------------------------------------------------------------------ rows that cannot contribute
     def _check_excluded(self, t_min: int) -> None:
@@ -880,7 +930,7 @@ class PackPlan:
             return
         if t_min < self._excl_t_ms:
             for ent in self._excl.values():
-                ent.set(np.zeros(0, dtype=np.intp))
+                ent.set(np.zeros(0, dtype=np.intp), removed=ent.rows)
             self._excl_t_ms = None
             self._excl_dirty = True
             return
@@ -898,7 +948,7 @@ class PackPlan:
                 if empty.all():
                     continue   # (the usual case: no left-out row got a sample)
                 back = ~empty.all(axis=1)
-                ent.set(ent.rows[~back])
+                ent.set(ent.rows[~back], removed=ent.rows[back])
                 self._excl_dirty = True
         self._excl_cols = n
 
@@ -950,7 +1000,7 @@ class PackPlan:
             # leave rows out in batches: each change makes the family's selectors new lists
             if len(idx) and len(idx) >= least:
                 # (idx holds no left-out row: the union is the sorted concatenation)
-                ent.set(np.sort(np.concatenate((ent.rows, idx))) if n_out else idx)
+                ent.set(np.sort(np.concatenate((ent.rows, idx))) if n_out else idx, added=idx)
         self._excl_cols = n
 
     def _live(self, key: str, parts, labels):
@@ -1063,13 +1113,13 @@ class PackPlan:
             n = len(fam)
             if n == st.done[fi]:
                 continue
-            info, pos = self.promql._row_info(fam, n)
+            info, pos, rent = self.promql._row_info_lazy(fam, n)
             if not st.own[fi]:   # (a kept first selection's lists: copied before they are extended)
                 st.rows[fi], st.lbs[fi], st.keys[fi] = list(st.rows[fi]), list(st.lbs[fi]), list(st.keys[fi])
                 st.own[fi] = True
             rows, lbs, keys = st.rows[fi], st.lbs[fi], st.keys[fi]
             a = len(rows)
-            match_rows(info, pos, matchers, st.done[fi], n, rows, lbs, keys, fam.name)
+            match_rows(info, pos, matchers, st.done[fi], n, rows, lbs, keys, fam.name, rent)
             st.done[fi] = n
             if None in keys[a:]:
                 st.fallback = True
@@ -1090,20 +1140,33 @@ class PackPlan:
         keep = None   # which items of the previous selection stay (None: all)
         if any(x is not y and (x is None or y is None or x[0] is not y[0]) for x, y in zip(excl, st.excl)):
             # left-out rows changed: drop the newly left-out rows, take the rows taken back as new ones
+            steps = _excl_steps(ex, fams, excl, st.excl) if EXCL_STEPS else None
             drop = None
             for fi, (x, y) in enumerate(zip(excl, st.excl)):
                 if x is y or (x is not None and y is not None and x[0] is y[0]):
                     continue
-                if x is not None and len(old_items):
-                    d = _in_mask(x[1], st.r_arr)
-                    if y is not None:
-                        d &= ~_in_mask(y[1], st.r_arr)
-                    if len(fams) > 1:
-                        d &= st.f_arr == fi
-                    drop = d if drop is None else drop | d
-                if y is None:
-                    continue
-                back = y[0] if x is None else y[0][~_in_mask(x[1], y[0])]
+                if steps is not None:
+                    # one change since this selection's: the items now left out are those of the rows added to the
+                    # left-out ones (no item is of a row left out before), the rows taken back those removed
+                    added, back = steps[fi]
+                    if len(added) and len(old_items):
+                        out = set(added.tolist())
+                        if len(fams) == 1:
+                            d = [it[2] in out for it in old_items]
+                        else:
+                            d = [it[2] in out and it[1] == fi for it in old_items]
+                        drop = d if drop is None else list(map(or_, drop, d))
+                else:
+                    if x is not None and len(old_items):
+                        d = _in_mask(x[1], st.r_arr)
+                        if y is not None:
+                            d &= ~_in_mask(y[1], st.r_arr)
+                        if len(fams) > 1:
+                            d &= st.f_arr == fi
+                        drop = d if drop is None else drop | d
+                    if y is None:
+                        continue
+                    back = y[0] if x is None else y[0][~_in_mask(x[1], y[0])]
                 if len(back):
                     rows, keys, lbs = st.rows[fi], st.keys[fi], st.lbs[fi]
                     lim = st.done_sel[fi]
@@ -1112,7 +1175,12 @@ class PackPlan:
                         if j < lim and rows[j] == r:
                             new.append((keys[j], fi, r, lbs[j]))
             st.excl = excl
-            if drop is not None and drop.any():
+            if steps is not None:
+                if drop is not None and True in drop:
+                    keep = list(map(not_, drop))
+                    old_items = list(compress(old_items, keep))
+                    old_labels = list(compress(old_labels, keep))
+            elif drop is not None and drop.any():
                 keep = (~drop).tolist()
                 old_items = list(compress(old_items, keep))
                 old_labels = list(compress(old_labels, keep))
@@ -1176,11 +1244,9 @@ class PackPlan:
         self.builds += 1
         self._decide_excluded(t_min)
         self.excluded = sum(len(e.rows) for e in self._excl.values())
-        sigs = self._name_sigs()
-        changed = {n for n, sg in sigs.items() if self._name_sig.get(n) != sg}
-        if self._all_families:
-            changed = set(sigs) | set(self._name_sig)
-        self._name_sig = sigs
+        changed = self._changed_names()
+        if self._all_families:   # (names are only ever added to a store: those read now include the last build's)
+            changed = {n for n, _ in self._read_families()[1]}
         records = self._records
         # the rules reading a changed name (or a name-less selector) are rebuilt
         rebuilt = set(self._unkeepable)
@@ -1813,6 +1879,28 @@ def _in_mask(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return mask[np.minimum(rows, len(mask) - 1)] & (rows < len(mask))
 
 
+def _excl_steps(ex: dict, fams: list, now: list, then: list) -> list | None:
+    """Per family of a selection, (rows added to its left-out rows, rows removed from them) where each family whose
+    left-out rows differ from those the selection was made with (``then``, as ``now``: (rows, mask) or None) changed
+    exactly once since (``_Excluded.step`` made from those very rows, or from none); None where one changed more often
+    (``_select_now`` then compares the masks)."""
+    out = []
+    for f, x, y in zip(fams, now, then):
+        if x is y or (x is not None and y is not None and x[0] is y[0]):
+            out.append(None)
+            continue
+        e = ex.get(id(f))
+        st = e.step if e is not None and e.fam is f else None
+        if st is None or (st[0] is not y[0] if y is not None else len(st[0])):
+            return None
+        out.append((st[1], st[2]))
+    return out
+
+
+#: take a selection's left-out changes from the records' last change where it is its only one (``_excl_steps``)
+EXCL_STEPS = True
+
+
 _FAM_OF_ITEM, _ROW_OF_ITEM = itemgetter(1), itemgetter(2)   # of a selection item (sort key, family index, row)
 
 
@@ -1928,10 +2016,13 @@ def _all_nan_compiled(nb, data: np.ndarray, rows: np.ndarray, c0: int, c1: int) 
             and rows.ndim == 1 and rows.flags.c_contiguous and nb.all_nan(data, rows, c0, c1) == 1)
 
 
+_NO_ROWS = np.zeros(0, dtype=np.intp)
+
+
 class _Excluded:
     """The rows of one family left out of the plan's selectors (sorted), as indices and as a mask."""
 
-    __slots__ = ("fam", "rows", "mask", "version", "rows_seen")
+    __slots__ = ("fam", "rows", "mask", "version", "rows_seen", "built", "step")
 
     def __init__(self, fam):
         self.fam = fam
@@ -1939,10 +2030,18 @@ class _Excluded:
         self.mask = np.zeros(0, bool)
         self.version = 0
         self.rows_seen = -1
+        self.built = 0   # the version at the plan's last build (``PackPlan._changed_names``)
+        # the last change: (the rows before it, the rows it added, the rows it removed), None where not told
+        self.step: tuple | None = None
 
-    def set(self, rows: np.ndarray) -> None:
+    def set(self, rows: np.ndarray, added: np.ndarray | None = None, removed: np.ndarray | None = None) -> None:
+        """Leave ``rows`` (sorted) out: the rows left out before with ``added`` (rows not among them) and without
+        ``removed`` (rows among them), where the caller tells them (``_excl_steps`` reads the change)."""
         if len(rows) == len(self.rows) and np.array_equal(rows, self.rows):
             return
+        none = _NO_ROWS
+        self.step = None if added is None and removed is None else (
+            self.rows, none if added is None else added, none if removed is None else removed)
         self.rows = np.asarray(rows, dtype=np.intp)
         self.mask = np.zeros(int(self.rows.max()) + 1 if len(self.rows) else 0, bool)
         self.mask[self.rows] = True

@@ -91,3 +91,82 @@ def test_row_info_counts_and_turns_generations_as_row_items_add(gen, monkeypatch
             shape = ("m", ("__name__", "pod", "svc"))
             assert EN._ROW_ITEMS_COUNT[0] == count
             assert EN._ROW_ITEMS.get(shape, {}) == cur and EN._ROW_ITEMS_OLD.get(shape, {}) == old
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_lazy_row_items_select_as_made_items(seed):
+    """``match_rows`` over ``_row_info_lazy`` (items made only for the rows it keeps) keeps the rows, label sets and
+    sort keys of ``match_rows`` over ``_row_info`` (every row's item made), on families that grow call by call with
+    random matchers; ``_row_info`` on the same engine afterwards makes the missing items: its lists equal an eager
+    engine's item for item."""
+    from sremarathon_env.alerts import PromQLEngine
+    from sremarathon_env.telemetry.store import MetricStore
+
+    rng = np.random.default_rng(1000 + seed)
+    store = MetricStore(step_s=15.0)
+    names = [f"l{k}" for k in range(int(rng.integers(1, 4)))]
+    fam = store.family("m", tuple(names))
+    values = ["a", "b", "", "x%1", "c"]
+    lazy, eager = PromQLEngine(store), PromQLEngine(store)
+    done = 0
+    for _ in range(8):
+        for _ in range(int(rng.integers(0, 7))):
+            fam.row(tuple(str(rng.choice(values)) + str(int(rng.integers(3))) * int(rng.random() < 0.5)
+                          for _ in names))
+        n = len(fam)
+        for _ in range(int(rng.integers(1, 4))):
+            matchers = [_matcher(rng, ["__name__"] + names, values) for _ in range(int(rng.integers(0, 3)))]
+            lo = int(rng.integers(0, done + 1))
+            got, want = ([], [], []), ([], [], [])
+            info, pos, ent = lazy._row_info_lazy(fam, n)
+            match_rows(info, pos, matchers, lo, n, *got, "m", ent)
+            info_e, pos_e = eager._row_info(fam, n)
+            match_rows(info_e, pos_e, matchers, lo, n, *want, "m")
+            assert got == want
+            assert all(info[r] == info_e[r] for r in got[0])
+        done = n
+    info, _ = lazy._row_info(fam, len(fam))
+    assert info == eager._row_info(fam, len(fam))[0] and None not in info
+
+
+@pytest.mark.parametrize("gen", [1, 3, 7, 1000])
+def test_lazy_row_items_count_and_turn_generations_as_row_items_add(gen, monkeypatch):
+    """Items made by ``match_rows`` over ``_row_info_lazy`` are counted (and turn the generations over) as the
+    definition does per new item (``_row_items_add``), in the order they are made; rows it does not keep are
+    neither made nor counted."""
+    from sremarathon_env.alerts import PromQLEngine
+    from sremarathon_env.alerts import engine as EN
+    from sremarathon_env.telemetry.store import MetricStore
+
+    monkeypatch.setattr(EN, "ROW_ITEM_GENERATION", gen)
+    monkeypatch.setattr(EN, "_ROW_ITEMS", {})
+    monkeypatch.setattr(EN, "_ROW_ITEMS_OLD", {})
+    monkeypatch.setattr(EN, "_ROW_ITEMS_COUNT", [0])
+    cur, old, count = {}, {}, 0
+    rng = np.random.default_rng(gen)
+    keep_b = S.Matcher("svc", "=", "b", None)
+    for _ in range(2):
+        store = MetricStore(step_s=15.0)
+        fam = store.family("m", ("pod", "svc"))
+        eng = PromQLEngine(store)
+        done = 0
+        for _ in range(6):
+            for _ in range(int(rng.integers(0, 6))):
+                fam.row((f"p{int(rng.integers(30))}", str(rng.choice(["a", "", "b"]))))
+            info, pos, ent = eng._row_info_lazy(fam, len(fam))
+            rows: list = []
+            match_rows(info, pos, [keep_b], done, len(fam), rows, [], [], "m", ent)
+            for r in rows:
+                lv = tuple(fam._label_values[r])
+                if lv in cur:
+                    continue
+                if count >= gen:
+                    old, cur, count = cur, {}, 1
+                else:
+                    count += 1
+                cur[lv] = info[r]
+            assert all(info[r] is None for r in range(done, len(fam)) if r not in rows)
+            done = len(fam)
+            shape = ("m", ("__name__", "pod", "svc"))
+            assert EN._ROW_ITEMS_COUNT[0] == count
+            assert EN._ROW_ITEMS.get(shape, {}) == cur and EN._ROW_ITEMS_OLD.get(shape, {}) == old

@@ -50,8 +50,21 @@ def _pod_name(rng) -> str:
     return "".join(rng.choice(list(letters), size=3)) + "-" + str(int(rng.integers(100)))
 
 
+@pytest.mark.parametrize("steps", [True, False])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_growing_plan_equals_fresh_plan_and_generic(seed):
+def test_growing_plan_equals_fresh_plan_and_generic(seed, steps, monkeypatch):
+    """(``steps``: a selection takes a change of the left-out rows from the record's last change where it is its only
+    one, ``plan._excl_steps``, else from the masks.)"""
+    from sremarathon_env.alerts import plan as P
+    monkeypatch.setattr(P, "EXCL_STEPS", steps)
+    taken = [0, 0]
+    real_steps = P._excl_steps
+
+    def counting(*a):
+        out = real_steps(*a)
+        taken[out is None] += 1
+        return out
+    monkeypatch.setattr(P, "_excl_steps", counting)
     rng = np.random.default_rng(seed)
     store = MetricStore(step_s=15.0)
     m = store.family("m", ("pod", "svc", "phase"))
@@ -127,6 +140,8 @@ def test_growing_plan_equals_fresh_plan_and_generic(seed):
                 assert kept == labels
             checked += 1
     assert checked > 100 and grown > 20 and edited > 3 and plan.builds > 10 and plan.excluded > 0
+    if steps:   # (the changes were taken from the records' steps)
+        assert taken[0] > 3, taken
 
 
 def test_selection_without_sort_keys_takes_the_generic_path():
@@ -187,3 +202,58 @@ def test_label_work_follows_edited_lists():
             memo(tag, (new,), lambda: map_labels(tag, ("test-edit-fn",), new, fn))
             assert not has_dup(new)
         labels = new
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_selection_follows_left_out_changes_told_or_not(seed, monkeypatch):
+    """A selection brought up to date after one change of its families' left-out rows (told as rows added and
+    removed: ``_excl_steps``), after several, or after changes not told (masks compared), equals the generic selection
+    without the left-out rows (labels, order, gathered rows), over random rows and random left-out sets of a
+    two-family metric, selections consulted at random."""
+    from sremarathon_env.alerts import plan as P
+    taken = [0, 0]
+    real_steps = P._excl_steps
+
+    def counting(*a):
+        out = real_steps(*a)
+        taken[out is None] += 1
+        return out
+    monkeypatch.setattr(P, "_excl_steps", counting)
+    rng = np.random.default_rng(50 + seed)
+    store = MetricStore(step_s=15.0)
+    fams = [store.family("m", ("pod", "svc")), store.family("m", ("pod",))]
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{i}", node=eng.compile(e)) for i, e in enumerate(['m', 'm{svc=~"a|"}'])]
+    plan = PackPlan(eng, rules)
+    sels = [s for r in rules for s in _selectors(r.node)]
+    for f in fams:
+        f.row(tuple(_pod_name(rng) for _ in f.label_names))
+        store.write(f, np.arange(len(f)), 0, np.ones(len(f)))
+    plan.evaluate(np.zeros(1, dtype=np.int64))   # (its context for the generic selection)
+    for _ in range(150):
+        f = fams[int(rng.integers(2))]
+        if rng.random() < 0.3:
+            f.row((_pod_name(rng), str(rng.choice(["a", "b", ""])))[: len(f.label_names)])
+        if rng.random() < 0.6:
+            ent = plan._excl.get(id(f))
+            if ent is None:
+                ent = plan._excl[id(f)] = P._Excluded(f)
+            out = set(ent.rows.tolist())
+            add = sorted({int(r) for r in rng.integers(0, len(f), size=int(rng.integers(0, 3)))} - out)
+            rem = sorted(r for r in out if rng.random() < 0.3)
+            rows = np.asarray(sorted((out - set(rem)) | set(add)), dtype=np.intp)
+            if rng.random() < 0.8:
+                ent.set(rows, added=np.asarray(add, dtype=np.intp), removed=np.asarray(rem, dtype=np.intp))
+            else:
+                ent.set(rows)
+        if rng.random() < 0.5:
+            for sel in sels:
+                parts, labels = plan._select_now(sel)
+                want_parts, want_labels = plan._live(sel.key, *eng._select(sel, plan._dummy))
+                assert labels == want_labels
+                if labels:
+                    cols = slice(0, store.n_ticks)
+                    a = _gather(*_flatten(parts), store.n_ticks, cols)
+                    b = _gather(*_flatten(want_parts), store.n_ticks, cols)
+                    assert np.array_equal(a, b, equal_nan=True)
+    assert taken[0] > 5 and taken[1] > 5, taken

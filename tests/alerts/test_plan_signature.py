@@ -108,3 +108,56 @@ def test_instant_columns_equal_their_definition():
         want = _instant_cols_definition(g, E, at, off)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[1].dtype == want[1].dtype
         assert np.array_equal(got[2], want[2]) and got[3] == want[3] and got[4] == want[4], case
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_changed_names_equal_the_definition_at_every_build(seed, monkeypatch):
+    """``_changed_names`` (row counts compared in C, left-out versions per record) gives, at every build, the names
+    whose ``_name_sigs`` entry differs from the one at the build before (the definition), on random growth: new
+    families of read and unread names, rows appended, rows that stop getting samples (left out) and come back,
+    calls at random times, earlier calls (every left-out row back)."""
+    rng = np.random.default_rng(100 + seed)
+    store = MetricStore(step_s=15.0)
+    eng = PromQLEngine(store)
+    plan = PackPlan(eng, _rules(eng, ['sum by (svc) (m) > 1', 'rate(c_total[1m])', 'max_over_time(x[2m])']))
+    shapes = [("m", ("pod", "svc")), ("m", ("pod",)), ("c_total", ("pod", "svc")), ("x", ("a",)),
+              ("unread", ("pod",))]
+    seen = {"prev": {}, "builds": 0, "nonempty": 0}
+    orig = PackPlan._changed_names
+
+    def checked(self):
+        want_sigs = _defined_name_sigs(self)
+        got = orig(self)
+        want = {n for n, sg in want_sigs.items() if seen["prev"].get(n) != sg}
+        assert got == want, (seen["builds"], got, want)
+        seen["prev"] = want_sigs
+        seen["builds"] += 1
+        seen["nonempty"] += bool(got)
+        return got
+
+    monkeypatch.setattr(PackPlan, "_changed_names", checked)
+    fams, live = [], {}
+    tick = 0
+    for step in range(400):
+        r = rng.random()
+        if r < 0.05 or not fams:
+            name, lnames = shapes[int(rng.integers(len(shapes)))]
+            fams.append(store.family(name, lnames))
+        elif r < 0.35:
+            f = fams[int(rng.integers(len(fams)))]
+            row = f.row(tuple(f"v{int(rng.integers(40))}" for _ in f.label_names))
+            live[(id(f), row)] = (f, row)
+        elif r < 0.45 and live:
+            k = list(live)[int(rng.integers(len(live)))]   # a series stops getting samples
+            del live[k]
+        else:
+            for f, row in list(live.values()):
+                store.write(f, np.array([row]), tick, np.array([float(rng.integers(5))]))
+            tick += 1
+            if rng.random() < 0.5 and tick > 2:
+                t_hi = tick - 1 if rng.random() < 0.9 else int(rng.integers(0, tick))
+                times = np.arange(max(0, t_hi - 1), t_hi + 1, dtype=np.int64) * 15000
+                with np.errstate(all="ignore"):
+                    plan.evaluate(times)
+    assert seen["builds"] > 20 and seen["nonempty"] > 10
+    assert any(e.version for e in plan._excl.values())   # (rows were left out and taken back)
