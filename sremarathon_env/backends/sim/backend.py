@@ -633,7 +633,7 @@ class SimBackend:
     def _layout_arrays(self, sl: np.ndarray) -> tuple:
         """Per-slot constants of the pod slots ``sl`` (the writer's flow slots; a new array whenever
         pods are created or deleted): (sl, service, base MiB, MiB per call/s, CPU ms per call, memory
-        limit, has a CPU limit, CPU limit or 1)."""
+        limit, has a CPU limit, CPU limit or 1, memory limit or inf)."""
         hit = self._blk
         if hit is None or hit[0] is not sl:
             c = self.cluster
@@ -641,8 +641,10 @@ class SimBackend:
             svc = c.p_svc[sl]
             lim = c.p_cpu_lim[sl]
             has_lim = ~np.isnan(lim)
+            mem_lim = c.p_mem_lim[sl]
             hit = self._blk = (sl, svc, m.mem_base_mi[svc], m.mem_per_rps_mi[svc], m.cpu_ms_per_call[svc],
-                               c.p_mem_lim[sl], has_lim, np.where(has_lim, lim, 1.0))
+                               mem_lim, has_lim, np.where(has_lim, lim, 1.0),
+                               np.where(np.isnan(mem_lim), np.inf, mem_lim))
         return hit
 
     def _mem_mi(self, k0: int, K: int, sl: np.ndarray, lay: tuple, per_pod_rate: np.ndarray) -> np.ndarray:
@@ -927,7 +929,9 @@ class SimBackend:
 
     def _mem_util(self, mem: np.ndarray, running: np.ndarray, sl: np.ndarray) -> np.ndarray:
         """(K, S): per service, the largest working set / memory limit over its running pods (0 when
-        none runs or none has a limit)."""
+        none runs or none has a limit). (`_mem_util_plain`'s floats: a pod that does not run, or runs
+        without a limit (working set / inf), counts 0, which leaves the largest of the non-negative
+        ratios as it is and makes a service without any ratio 0; no NaN to skip or replace.)"""
         c = self.cluster
         key = (c.layout_version, len(sl))
         if self._mem_layout[0] != key:
@@ -939,9 +943,22 @@ class SimBackend:
         _, order, starts, present = self._mem_layout
         out = np.zeros((mem.shape[0], self.m.S))
         if len(order):
-            ratio = np.where(running, mem / self._layout_arrays(sl)[5], np.nan).take(order, axis=1)
-            red = np.fmax.reduceat(ratio, starts, axis=1)
-            out[:, present] = np.where(np.isnan(red), 0.0, red)
+            ratio = np.where(running, mem / self._layout_arrays(sl)[8], 0.0).take(order, axis=1)
+            out[:, present] = np.maximum.reduceat(ratio, starts, axis=1)
+        return out
+
+    def _mem_util_plain(self, mem: np.ndarray, running: np.ndarray, sl: np.ndarray) -> np.ndarray:
+        """The definition of `_mem_util` (tests): the NaN-skipping largest ratio of the running pods with a
+        memory limit, per service, 0 where there is none."""
+        c = self.cluster
+        svc = c.p_svc[sl]
+        ratio = np.where(running, mem / c.p_mem_lim[sl], np.nan)
+        out = np.zeros((mem.shape[0], self.m.S))
+        for s in range(self.m.S):
+            cols = ratio[:, svc == s]
+            if cols.shape[1]:
+                red = np.fmax.reduce(cols, axis=1)
+                out[:, s] = np.where(np.isnan(red), 0.0, red)
         return out
 
     def _snapshot(self) -> Epoch:
