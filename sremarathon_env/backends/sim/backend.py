@@ -464,6 +464,7 @@ class SimBackend:
             self._tape = None
             if self._lean:   # the ticks after the span run under the current cluster state
                 self._lean = False
+                self._state_fields()
                 self.history.add_epoch(self._snapshot())
 
     def _tape_key(self) -> tuple:
@@ -659,9 +660,10 @@ class SimBackend:
             x = x + self.pod_leak_rate[sl] * np.maximum(T - np.fmax(c.p_started[sl], self.pod_leak_since[sl]), 0.0) / 60.0
         return x
 
-    def _oom_kill(self, over_last: np.ndarray, sl: np.ndarray, mem: np.ndarray, k_last: int) -> np.ndarray:
+    def _oom_kill(self, over_last: np.ndarray, sl: np.ndarray, mem: np.ndarray, k_last: int) -> np.ndarray | None:
         """OOM-kill the pods of ``sl`` flagged in ``over_last`` at tick ``k_last`` (the controllers react at
-        once, restarts are recounted) and return the services' memory use at that tick without them."""
+        once, restarts are recounted) and return the services' memory use at that tick without them (None in
+        an evidence-only span: no history)."""
         c = self.cluster
         Tk = k_last * self.tick_s
         for j in np.flatnonzero(over_last):
@@ -669,6 +671,8 @@ class SimBackend:
             self.pod_ooms[pod.slot] = self.pod_ooms.get(pod.slot, 0) + 1
             c.terminate(pod, Tk, "OOMKilled", 137, _oom_line(self.app.services[pod.svc].language, c.svc_names[pod.svc]))
         c.reconcile_marked(Tk)
+        if self._lean:
+            return None
         self._restarts = self._restart_counts()
         run_now = c.p_running[sl] & c.p_active[sl]
         return self._mem_util(mem[-1:], run_now, sl)[0]
@@ -824,27 +828,34 @@ class SimBackend:
         c.dirty = False
         self._effects_dirty = False
         self.writer.refresh_state(tick)
-        self._desired = np.zeros(m.S)
-        for dep in c.deployments.values():
-            self._desired[dep.svc] = dep.replicas
+        if self._lean:   # (the state fields are history only: made again when the span ends, `end_deferred`)
+            return
+        self._state_fields()
+        # the same calls and pod state as a taped run at this tick: its snapshot (frozen) is this one
+        tape = self._tape if self._tape is not None else self._followed()
+        hit = tape.epochs.get(tick) if tape is not None else None
+        if self._tape is None and hit is not None and hit[0] == self._calls and hit[1] == self._inputs_key:
+            epoch = hit[2]
+        else:
+            epoch = self._snapshot()
+            if self._tape is not None:
+                self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
+        self.history.add_epoch(epoch)
+
+    def _state_fields(self) -> None:
+        """The live per-service state fields a block's history rows take: desired replicas, restarts."""
+        desired = np.zeros(self.m.S)
+        for dep in self.cluster.deployments.values():
+            desired[dep.svc] = dep.replicas
+        self._desired = desired
         self._restarts = self._restart_counts()
-        if not self._lean:
-            # the same calls and pod state as a taped run at this tick: its snapshot (frozen) is this one
-            tape = self._tape if self._tape is not None else self._followed()
-            hit = tape.epochs.get(tick) if tape is not None else None
-            if self._tape is None and hit is not None and hit[0] == self._calls and hit[1] == self._inputs_key:
-                epoch = hit[2]
-            else:
-                epoch = self._snapshot()
-                if self._tape is not None:
-                    self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
-            self.history.add_epoch(epoch)
 
     def _build_inputs(self, T: float, n: int, cap: int) -> None:
         """Resolve the effects and build the traffic inputs of the current cluster state."""
         c = self.cluster
         m = self.m
-        res = faulthook.resolve(self, T)
+        eff = c.p_active & c.p_ready & ~c.p_lost   # lifecycle readiness (the resolution weighs revisions by it)
+        res = faulthook.resolve(self, T, eff[:n])
         self.res = res
         # per-slot effect terms (the all-zero arrays are kept while no effect sets any)
         if res.pod_burn or self._has_burn or len(self.pod_burn) != cap:
@@ -864,7 +875,6 @@ class SimBackend:
         self._has_burn = bool(res.pod_burn)
         self._has_hog = bool(res.pod_hog)
         self._has_leak = bool(res.pod_leak)
-        eff = c.p_active & c.p_ready & ~c.p_lost
         if res.pod_not_ready:
             nr = np.zeros(cap, dtype=bool)
             for s in res.pod_not_ready:
