@@ -112,6 +112,8 @@ class _Tape:
         self.deploys: dict[bytes, tuple[str, str]] = {}
         #: the kubelet moments' draws (`util.KeyedDraws`' book: its generators' recorded calls and values)
         self.draws: dict[tuple[int, str], tuple] = {}
+        #: (taped flow slots, a follower's flow slots) last found equal (`take_run`)
+        self._same_slots: tuple = (None, None)
 
     def add_run(self, run: tuple) -> None:
         for j in range(len(run[5])):
@@ -127,8 +129,13 @@ class _Tape:
         a = k0 - r0
         if calls_r != calls or dt_r != dt or a + K > len(mem):
             return None
-        if sl_r is not sl and (len(sl_r) != len(sl) or not np.array_equal(sl_r, sl)):
-            return None
+        if sl_r is not sl:
+            # flow slot arrays are never changed in place (a new one per layout): a pair found equal stays equal
+            same = self._same_slots
+            if same[0] is not sl_r or same[1] is not sl:
+                if len(sl_r) != len(sl) or not np.array_equal(sl_r, sl):
+                    return None
+                self._same_slots = (sl_r, sl)
         return ppr[a:a + K], mem[a:a + K], lag[a:a + K], None if state is None else state[a:a + K]
 
     def add(self, k0: int, out, task_rate: np.ndarray, inputs: list[TickInputs], dt: float, evidence: np.ndarray,

@@ -188,7 +188,7 @@ class TrafficModel:
         unreach = np.maximum(inp.e_unreach, ((inp.ready[m.node_svc] <= 0) | inp.no_endpoints[m.node_svc]).astype(float))
         inp._unreach = unreach
         u1 = unreach[None]          # the one-tick broadcast of `step`'s outputs, made once
-        u1.flags.writeable = False
+        u1.setflags(write=False)   # (the method: no flags object made)
         inp._unreach_1 = u1
         inp._reach = 1.0 - unreach
         inp._x_fixed = ((inp.lat_add + inp.net_ms) * inp._reach + unreach) * self._w_root
