@@ -987,14 +987,19 @@ class SimBackend:
         by_id = c.rs_by_id
         rev = np.array([by_id[i].revision for i in rs_ids.tolist()], dtype=np.int64)
         # revision-bound effects carried by a revision with pods (every ReplicaSet is one of its Deployment's: the
-        # flat list, most of them without effects, instead of the Deployments' lists)
-        carried = {h for rs in c.rs_by_id if rs.effects and rs.pods for h in rs.effects}
+        # flat list, most of them without effects, instead of the Deployments' lists), made when the first
+        # revision-bound effect is met (most snapshots have none)
+        carried = None
         active = []
         for h, e in self.book.effects.items():
             if h in self._oneshot:
                 continue
-            if e.bind == "direct" or (e.bind == "revision" and h in carried) or \
-                    (e.bind == "flag" and self.flag_variant(e.flag) == e.variant):
+            if e.bind == "revision":
+                if carried is None:
+                    carried = {h for rs in c.rs_by_id if rs.effects and rs.pods for h in rs.effects}
+                if h in carried:
+                    active.append(h)
+            elif e.bind == "direct" or (e.bind == "flag" and self.flag_variant(e.flag) == e.variant):
                 active.append(h)
         # pods per node: kept while the cluster's placements are as they were (`Cluster.placement_version`; the
         # epochs share the dict, which nothing changes)
