@@ -113,6 +113,8 @@ class _Tape:
         self.deploys: dict[bytes, tuple[str, str]] = {}
         #: the kubelet moments' draws (`util.KeyedDraws`' book: its generators' recorded calls and values)
         self.draws: dict[tuple[int, str], tuple] = {}
+        #: (taped flow slots, a follower's flow slots) last found equal (`take_run`)
+        self._same_slots: tuple = (None, None)
 
     def add_run(self, run: tuple) -> None:
         for j in range(len(run[5])):
@@ -128,8 +130,13 @@ class _Tape:
         a = k0 - r0
         if calls_r != calls or dt_r != dt or a + K > len(mem):
             return None
-        if sl_r is not sl and (len(sl_r) != len(sl) or not np.array_equal(sl_r, sl)):
-            return None
+        if sl_r is not sl:
+            # flow slot arrays are never changed in place (a new one per layout): a pair found equal stays equal
+            same = self._same_slots
+            if same[0] is not sl_r or same[1] is not sl:
+                if len(sl_r) != len(sl) or not np.array_equal(sl_r, sl):
+                    return None
+                self._same_slots = (sl_r, sl)
         return ppr[a:a + K], mem[a:a + K], lag[a:a + K], None if state is None else state[a:a + K]
 
     def add(self, k0: int, out, task_rate: np.ndarray, inputs: list[TickInputs], dt: float, evidence: np.ndarray,
@@ -489,6 +496,7 @@ class SimBackend:
             self._tape = None
             if self._lean:   # the ticks after the span run under the current cluster state
                 self._lean = False
+                self._state_fields()
                 self.history.add_epoch(self._snapshot())
 
     def _tape_key(self) -> tuple:
@@ -658,7 +666,7 @@ class SimBackend:
     def _layout_arrays(self, sl: np.ndarray) -> tuple:
         """Per-slot constants of the pod slots ``sl`` (the writer's flow slots; a new array whenever
         pods are created or deleted): (sl, service, base MiB, MiB per call/s, CPU ms per call, memory
-        limit, has a CPU limit, CPU limit or 1)."""
+        limit, has a CPU limit, CPU limit or 1, memory limit or inf)."""
         hit = self._blk
         if hit is None or hit[0] is not sl:
             c = self.cluster
@@ -666,8 +674,10 @@ class SimBackend:
             svc = c.p_svc[sl]
             lim = c.p_cpu_lim[sl]
             has_lim = ~np.isnan(lim)
+            mem_lim = c.p_mem_lim[sl]
             hit = self._blk = (sl, svc, m.mem_base_mi[svc], m.mem_per_rps_mi[svc], m.cpu_ms_per_call[svc],
-                               c.p_mem_lim[sl], has_lim, np.where(has_lim, lim, 1.0))
+                               mem_lim, has_lim, np.where(has_lim, lim, 1.0),
+                               np.where(np.isnan(mem_lim), np.inf, mem_lim))
         return hit
 
     def _mem_mi(self, k0: int, K: int, sl: np.ndarray, lay: tuple, per_pod_rate: np.ndarray) -> np.ndarray:
@@ -682,9 +692,10 @@ class SimBackend:
             x = x + self.pod_leak_rate[sl] * np.maximum(T - np.fmax(c.p_started[sl], self.pod_leak_since[sl]), 0.0) / 60.0
         return x
 
-    def _oom_kill(self, over_last: np.ndarray, sl: np.ndarray, mem: np.ndarray, k_last: int) -> np.ndarray:
+    def _oom_kill(self, over_last: np.ndarray, sl: np.ndarray, mem: np.ndarray, k_last: int) -> np.ndarray | None:
         """OOM-kill the pods of ``sl`` flagged in ``over_last`` at tick ``k_last`` (the controllers react at
-        once, restarts are recounted) and return the services' memory use at that tick without them."""
+        once, restarts are recounted) and return the services' memory use at that tick without them (None in
+        an evidence-only span: no history)."""
         c = self.cluster
         Tk = k_last * self.tick_s
         for j in np.flatnonzero(over_last):
@@ -692,6 +703,8 @@ class SimBackend:
             self.pod_ooms[pod.slot] = self.pod_ooms.get(pod.slot, 0) + 1
             c.terminate(pod, Tk, "OOMKilled", 137, _oom_line(self.app.services[pod.svc].language, c.svc_names[pod.svc]))
         c.reconcile_marked(Tk)
+        if self._lean:
+            return None
         self._restarts = self._restart_counts()
         run_now = c.p_running[sl] & c.p_active[sl]
         return self._mem_util(mem[-1:], run_now, sl)[0]
@@ -847,27 +860,34 @@ class SimBackend:
         c.dirty = False
         self._effects_dirty = False
         self.writer.refresh_state(tick)
-        self._desired = np.zeros(m.S)
-        for dep in c.deployments.values():
-            self._desired[dep.svc] = dep.replicas
+        if self._lean:   # (the state fields are history only: made again when the span ends, `end_deferred`)
+            return
+        self._state_fields()
+        # the same calls and pod state as a taped run at this tick: its snapshot (frozen) is this one
+        tape = self._tape if self._tape is not None else self._followed()
+        hit = tape.epochs.get(tick) if tape is not None else None
+        if self._tape is None and hit is not None and hit[0] == self._calls and hit[1] == self._inputs_key:
+            epoch = hit[2]
+        else:
+            epoch = self._snapshot()
+            if self._tape is not None:
+                self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
+        self.history.add_epoch(epoch)
+
+    def _state_fields(self) -> None:
+        """The live per-service state fields a block's history rows take: desired replicas, restarts."""
+        desired = np.zeros(self.m.S)
+        for dep in self.cluster.deployments.values():
+            desired[dep.svc] = dep.replicas
+        self._desired = desired
         self._restarts = self._restart_counts()
-        if not self._lean:
-            # the same calls and pod state as a taped run at this tick: its snapshot (frozen) is this one
-            tape = self._tape if self._tape is not None else self._followed()
-            hit = tape.epochs.get(tick) if tape is not None else None
-            if self._tape is None and hit is not None and hit[0] == self._calls and hit[1] == self._inputs_key:
-                epoch = hit[2]
-            else:
-                epoch = self._snapshot()
-                if self._tape is not None:
-                    self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
-            self.history.add_epoch(epoch)
 
     def _build_inputs(self, T: float, n: int, cap: int) -> None:
         """Resolve the effects and build the traffic inputs of the current cluster state."""
         c = self.cluster
         m = self.m
-        res = faulthook.resolve(self, T)
+        eff = c.p_active & c.p_ready & ~c.p_lost   # lifecycle readiness (the resolution weighs revisions by it)
+        res = faulthook.resolve(self, T, eff[:n])
         self.res = res
         # per-slot effect terms (the all-zero arrays are kept while no effect sets any)
         if res.pod_burn or self._has_burn or len(self.pod_burn) != cap:
@@ -887,7 +907,6 @@ class SimBackend:
         self._has_burn = bool(res.pod_burn)
         self._has_hog = bool(res.pod_hog)
         self._has_leak = bool(res.pod_leak)
-        eff = c.p_active & c.p_ready & ~c.p_lost
         if res.pod_not_ready:
             nr = np.zeros(cap, dtype=bool)
             for s in res.pod_not_ready:
@@ -952,7 +971,9 @@ class SimBackend:
 
     def _mem_util(self, mem: np.ndarray, running: np.ndarray, sl: np.ndarray) -> np.ndarray:
         """(K, S): per service, the largest working set / memory limit over its running pods (0 when
-        none runs or none has a limit)."""
+        none runs or none has a limit). (`_mem_util_plain`'s floats: a pod that does not run, or runs
+        without a limit (working set / inf), counts 0, which leaves the largest of the non-negative
+        ratios as it is and makes a service without any ratio 0; no NaN to skip or replace.)"""
         c = self.cluster
         key = (c.layout_version, len(sl))
         if self._mem_layout[0] != key:
@@ -964,9 +985,22 @@ class SimBackend:
         _, order, starts, present = self._mem_layout
         out = np.zeros((mem.shape[0], self.m.S))
         if len(order):
-            ratio = np.where(running, mem / self._layout_arrays(sl)[5], np.nan).take(order, axis=1)
-            red = np.fmax.reduceat(ratio, starts, axis=1)
-            out[:, present] = np.where(np.isnan(red), 0.0, red)
+            ratio = np.where(running, mem / self._layout_arrays(sl)[8], 0.0).take(order, axis=1)
+            out[:, present] = np.maximum.reduceat(ratio, starts, axis=1)
+        return out
+
+    def _mem_util_plain(self, mem: np.ndarray, running: np.ndarray, sl: np.ndarray) -> np.ndarray:
+        """The definition of `_mem_util` (tests): the NaN-skipping largest ratio of the running pods with a
+        memory limit, per service, 0 where there is none."""
+        c = self.cluster
+        svc = c.p_svc[sl]
+        ratio = np.where(running, mem / c.p_mem_lim[sl], np.nan)
+        out = np.zeros((mem.shape[0], self.m.S))
+        for s in range(self.m.S):
+            cols = ratio[:, svc == s]
+            if cols.shape[1]:
+                red = np.fmax.reduce(cols, axis=1)
+                out[:, s] = np.where(np.isnan(red), 0.0, red)
         return out
 
     def _snapshot(self) -> Epoch:
@@ -978,14 +1012,19 @@ class SimBackend:
         by_id = c.rs_by_id
         rev = np.array([by_id[i].revision for i in rs_ids.tolist()], dtype=np.int64)
         # revision-bound effects carried by a revision with pods (every ReplicaSet is one of its Deployment's: the
-        # flat list, most of them without effects, instead of the Deployments' lists)
-        carried = {h for rs in c.rs_by_id if rs.effects and rs.pods for h in rs.effects}
+        # flat list, most of them without effects, instead of the Deployments' lists), made when the first
+        # revision-bound effect is met (most snapshots have none)
+        carried = None
         active = []
         for h, e in self.book.effects.items():
             if h in self._oneshot:
                 continue
-            if e.bind == "direct" or (e.bind == "revision" and h in carried) or \
-                    (e.bind == "flag" and self.flag_variant(e.flag) == e.variant):
+            if e.bind == "revision":
+                if carried is None:
+                    carried = {h for rs in c.rs_by_id if rs.effects and rs.pods for h in rs.effects}
+                if h in carried:
+                    active.append(h)
+            elif e.bind == "direct" or (e.bind == "flag" and self.flag_variant(e.flag) == e.variant):
                 active.append(h)
         # pods per node: kept while the cluster's placements are as they were (`Cluster.placement_version`; the
         # epochs share the dict, which nothing changes)

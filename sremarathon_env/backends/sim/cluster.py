@@ -308,7 +308,7 @@ class Cluster:
         hit = self._active_slots
         if hit[0] != self.layout_version:
             slots = np.array([p.slot for p in self.active_pods()], dtype=np.intp)
-            slots.flags.writeable = False
+            slots.setflags(write=False)
             hit = self._active_slots = (self.layout_version, slots)
         return hit[1]
 

@@ -201,12 +201,19 @@ def _mask_edge(sim: "SimBackend", edge: int) -> np.ndarray:
     return mask
 
 
-def resolve(sim: "SimBackend", t: float) -> Resolution:
+def resolve(sim: "SimBackend", t: float, up: np.ndarray | None = None) -> Resolution:
+    """The effects and config faults in force at ``t`` on the current cluster state. ``up`` (optional): the pods'
+    lifecycle readiness ``p_active & p_ready & ~p_lost`` over the slots in use, when the caller has it."""
     m = sim.m
     c = sim.cluster
-    N, E, S, P = m.N, m.E, m.S, m.P
+    N, E, S = m.N, m.E, m.S
+    ones = m.__dict__.get("_res_ones")
+    if ones is None:   # (path factors, consumer slowness: fresh copies of ones per resolution; read-only)
+        ones = m.__dict__["_res_ones"] = (np.ones(m.P), np.ones(S))
+        for a in ones:
+            a.flags.writeable = False
     r = Resolution(np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(E, dtype=np.int8),
-                   np.zeros(S), np.zeros(S, dtype=bool), np.ones(P), np.ones(S), {}, [], {}, {}, {}, set())
+                   np.zeros(S), np.zeros(S, dtype=bool), ones[0].copy(), ones[1].copy(), {}, [], {}, {}, {}, set())
     book = sim.book
     active: list[tuple[str, Effect, float, Any]] = []   # (handle, effect, weight, rs or None)
     for h, e in book.effects.items():
@@ -216,7 +223,7 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
             active.append((h, e, 1.0, None))
     # revision-bound effects and config faults, weighted by their revisions' shares of ready pods
     cfg_active: list[tuple[int, ConfigFault, float, Any]] = []
-    for svc, rs, w in _weights(sim):
+    for svc, rs, w in _weights(sim, up):
         for h in rs.effects:
             e = book.effects.get(h)
             if e is not None:
@@ -307,7 +314,7 @@ def resolve(sim: "SimBackend", t: float) -> Resolution:
     return r
 
 
-def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
+def _weights(sim: "SimBackend", up: np.ndarray | None = None) -> list[tuple[int, Any, float]]:
     """(service, ReplicaSet, weight) of the revisions that carry effects or config faults (the others add
     nothing to a resolution), by Deployment and each one's ReplicaSets in order: a revision's weight is its
     share of its service's ready pods (lifecycle readiness, before effect-driven not-ready); a service without
@@ -316,7 +323,8 @@ def _weights(sim: "SimBackend") -> list[tuple[int, Any, float]]:
     c = sim.cluster
     S = sim.m.S
     n = len(c.pods)
-    up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]       # the pods' mirrored ready / node_lost
+    if up is None:
+        up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]   # the pods' mirrored ready / node_lost
     per_svc = np.bincount(c.p_svc[:n][up], minlength=S).tolist()
     per_rs = np.bincount(c.p_rs[:n][up], minlength=len(c.rs_by_id))
     by_id = c.rs_by_id

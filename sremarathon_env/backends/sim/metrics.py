@@ -587,9 +587,11 @@ class MetricWriter(_OfTwin):
                     dep.current.id, tuple((rs.id, rs.replicas, len(rs.pods)) for rs in dep.rss))
             if old is not None and dep.svc not in dirty_svc and old[0][0] == head:
                 continue
-            sig = (head, tuple(self._objects[("pod", p.slot)][0] for rs in dep.rss for p in rs.pods))
-            self._update(key, sig, lambda dep=dep: (self._dep_keys(dep), self._dep_values(dep)), dirty,
-                         self._dep_shape(dep), lambda dep=dep: self._dep_values(dep))
+            # its values (one pass over its live pods) and the head are all its series depend on (the head holds its
+            # ReplicaSets, which fix its series' labels): equal to the last ones, nothing of it changed
+            vals = self._dep_values(dep)
+            self._update(key, (head, vals), lambda dep=dep, vals=vals: (self._dep_keys(dep), vals), dirty,
+                         self._dep_shape(dep), lambda vals=vals: vals)
         if self._dep_rank is None:   # the Deployments (a fixed set) all have their series now
             self._dep_rank = {name: i for i, name in enumerate(deps)}
             self._svc_dep = {dep.svc: dep.name for dep in deps.values()}

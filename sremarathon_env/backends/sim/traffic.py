@@ -60,6 +60,7 @@ class TickInputs:
     def __post_init__(self) -> None:
         self._x_fixed = None
         self._raw = None   # (`SimBackend._build_inputs`: the bytes it was made of, when it made it)
+        self._row = None   # (`StackedInputs`: the prepared float fields as one row, once stacked)
 
 
 @dataclass
@@ -183,10 +184,11 @@ class TrafficModel:
     def prepare(self, inp: TickInputs) -> None:
         """Precompute the tick-invariant parts of ``inp`` (call when the inputs change)."""
         m = self.m
+        inp._row = None
         unreach = np.maximum(inp.e_unreach, ((inp.ready[m.node_svc] <= 0) | inp.no_endpoints[m.node_svc]).astype(float))
         inp._unreach = unreach
         u1 = unreach[None]          # the one-tick broadcast of `step`'s outputs, made once
-        u1.flags.writeable = False
+        u1.setflags(write=False)   # (the method: no flags object made)
         inp._unreach_1 = u1
         inp._reach = 1.0 - unreach
         inp._x_fixed = ((inp.lat_add + inp.net_ms) * inp._reach + unreach) * self._w_root
@@ -290,15 +292,43 @@ class TrafficModel:
 
 
 class StackedInputs:
-    """Prepared inputs of consecutive tick runs, one row per tick, for one `TrafficModel.step`."""
+    """Prepared inputs of consecutive tick runs, one row per tick, for one `TrafficModel.step`: each field a
+    C-contiguous (ticks, ...) array, each run's row repeated for its ticks (the values a concatenation of
+    broadcasts gives). The float fields of a run travel as one row (`_float_row`): one stack and one repeat for
+    all of them, then a contiguous copy of each field's columns.
+
+    >>> import numpy as np
+    >>> from sremarathon_env.backends.sim import SimBackend
+    >>> inp = SimBackend("online-boutique", seed=1, metrics=False).inputs
+    >>> st = StackedInputs([(inp, 2), (inp, 1)])
+    >>> st._x_fixed.shape == (3,) + inp._x_fixed.shape and bool((st._x_fixed[2] == inp._x_fixed).all())
+    True
+    >>> st._has_cap.dtype, st._x_q.flags.c_contiguous
+    (dtype('bool'), True)
+    """
 
     FIELDS = ("burn", "_has_cap", "_cap", "_x_fixed", "_x_q", "_log_reach_app", "_reach", "_unreach", "net_ms")
+    #: the float fields, in the order of a run's one row
+    FLOATS = tuple(f for f in FIELDS if f != "_has_cap")
 
     def __init__(self, runs: list[tuple[TickInputs, int]]):
-        # each run's row repeated for its ticks (copies: the same values a concatenation of broadcasts gives)
         counts = np.array([k for _, k in runs], dtype=np.intp)
-        for name in self.FIELDS:
-            setattr(self, name, np.repeat(np.stack([getattr(inp, name) for inp, _ in runs]), counts, axis=0))
+        first = runs[0][0]
+        rows = np.repeat(np.array([_float_row(inp) for inp, _ in runs]), counts, axis=0)
+        a = 0
+        for name in self.FLOATS:
+            w = getattr(first, name).shape[0]
+            setattr(self, name, rows[:, a:a + w].copy())
+            a += w
+        self._has_cap = np.repeat(np.array([inp._has_cap for inp, _ in runs]), counts, axis=0)
+
+
+def _float_row(inp: TickInputs) -> np.ndarray:
+    """The float fields of prepared inputs (`StackedInputs.FLOATS`, each 1-D) as one row, made once per inputs."""
+    row = getattr(inp, "_row", None)
+    if row is None:
+        row = inp._row = np.concatenate([getattr(inp, f) for f in StackedInputs.FLOATS])
+    return row
 
 
 def stack_inputs(runs: list[tuple[TickInputs, int]]) -> StackedInputs:

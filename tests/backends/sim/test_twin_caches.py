@@ -100,12 +100,23 @@ def test_stacked_inputs_repeat_each_runs_row():
     sim.advance_to(30)
     b = sim.inputs
     assert a is not b
-    runs = [(a, 2), (b, 1), (a, 3)]
-    st = StackedInputs(runs)
-    for name in StackedInputs.FIELDS:
-        want = np.concatenate([np.broadcast_to(getattr(inp, name), (k,) + getattr(inp, name).shape) for inp, k in runs])
-        got = getattr(st, name)
-        assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+    sim.apply_effect(Effect(kind="cpu_burn", service="frontend", millicores=300))
+    sim.scale("frontend", 3)
+    sim.advance_to(90)
+    c = sim.inputs
+    assert c is not b and c is not a
+    rng = np.random.default_rng(3)
+    cases = [[(a, 2), (b, 1), (a, 3)], [(c, 1)]]
+    cases += [[(x, int(rng.integers(1, 5))) for x in rng.choice([a, b, c], size=int(rng.integers(1, 7)))]
+              for _ in range(20)]
+    for runs in cases:
+        st = StackedInputs(runs)
+        for name in StackedInputs.FIELDS:   # the definition: each field's rows stacked and repeated (bit for bit)
+            want = np.concatenate([np.broadcast_to(getattr(inp, name), (k,) + getattr(inp, name).shape)
+                                   for inp, k in runs])
+            got = getattr(st, name)
+            assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes(), name
+            assert got.flags.c_contiguous, name
 
 
 def test_bootstrap_revision_hashes_are_their_templates_hashes():

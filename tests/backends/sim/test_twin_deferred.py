@@ -134,21 +134,28 @@ def test_reference_run_driver_unchanged_by_deferral(app):
 def test_an_evidence_only_span_gives_the_same_evidence_and_dynamics(monkeypatch):
     full, ev_full = _run(True)
     snaps = [0]
-    orig = SimBackend._snapshot
+    fields = [0]
+    orig, orig_fields = SimBackend._snapshot, SimBackend._state_fields
 
     def snapshot(self):
         snaps[0] += 1
         return orig(self)
 
+    def state_fields(self):
+        fields[0] += 1
+        return orig_fields(self)
+
     monkeypatch.setattr(SimBackend, "begin_deferred",
                         lambda self, evidence_only=True, _b=SimBackend.begin_deferred: _b(self, evidence_only))
     monkeypatch.setattr(SimBackend, "_snapshot", snapshot)
+    monkeypatch.setattr(SimBackend, "_state_fields", state_fields)
     lean, ev_lean = _run(True)
     monkeypatch.undo()
     assert ev_lean == ev_full and len(ev_lean) == 140
     assert sum(lean.pod_ooms.values()) > 0 and lean.pod_ooms == full.pod_ooms
     assert lean.state_digest() == full.state_digest()
     assert snaps[0] == 2                             # the constructor's and one at the span's end
+    assert fields[0] == 2                            # (the state fields too: desired replicas, restarts)
     assert lean.history.n <= 1 and len(lean.history.epochs) < len(full.history.epochs)
     # after the span the twin runs on as the full one does, health reads included
     for sim in (full, lean):

@@ -1,7 +1,7 @@
 """The twin's fast paths give what their plain definitions give, at every call of a run with pod churn,
 OOM kills, drains, node loss and rescheduling: the scheduler's node choice (per-node request sums from the
 pods grouped by node), the quota's use (active slots kept per layout version, nansum in place) and check (no
-sum far from the limits), the seeded
+sum far from the limits), the per-service memory utilisation (largest ratio without NaN), the seeded
 generators (entropy words as one uint32 array)."""
 
 import numpy as np
@@ -71,9 +71,16 @@ def _quota_block_plain(c: Cluster, rs) -> str:
 @pytest.fixture
 def compared(monkeypatch):
     """Every call of the fast paths during a test is checked against the plain definitions."""
-    calls = {"pick": 0, "quota": 0, "quota_used": 0, "block": 0, "blocked": 0}
+    calls = {"pick": 0, "quota": 0, "quota_used": 0, "block": 0, "blocked": 0, "mem_util": 0}
     pick, quota, quota_used = Cluster._pick_node, Cluster._quota_used, SimBackend.quota_used
-    block = Cluster._quota_block
+    block, mem_util = Cluster._quota_block, SimBackend._mem_util
+
+    def mem_util_checked(self, mem, running, sl):
+        got = mem_util(self, mem, running, sl)
+        want = self._mem_util_plain(mem, running, sl)
+        assert got.tobytes() == want.tobytes()   # the same floats (and no -0.0 for a 0.0)
+        calls["mem_util"] += 1
+        return got
 
     def block_checked(self, rs):
         got = block(self, rs)
@@ -118,6 +125,7 @@ def compared(monkeypatch):
     monkeypatch.setattr(Cluster, "_quota_used", quota_checked)
     monkeypatch.setattr(Cluster, "_quota_block", block_checked)
     monkeypatch.setattr(SimBackend, "quota_used", quota_used_checked)
+    monkeypatch.setattr(SimBackend, "_mem_util", mem_util_checked)
     return calls
 
 
@@ -125,6 +133,27 @@ def compared(monkeypatch):
 def test_fast_paths_through_churn_and_drains(compared, metrics):
     _drive(SimBackend("online-boutique", seed=3, metrics=metrics))
     assert compared["pick"] > 20 and compared["block"] > 20 and (compared["quota_used"] > 2 or not metrics)
+    assert compared["mem_util"] > 20 or not metrics
+
+
+def test_memory_utilisation_equals_its_definition_on_random_pods():
+    """Random working sets, limits (some pods without one), running flags and services (some without pods,
+    some whose pods all stopped or have no limit): the same floats as the NaN-skipping definition."""
+    sim = SimBackend("online-boutique", seed=1, metrics=False)
+    c = sim.cluster
+    rng = np.random.default_rng(7)
+    n = len(c.pods)
+    for trial in range(40):
+        sl = np.sort(rng.choice(n, size=int(rng.integers(0, n + 1)), replace=False)).astype(np.intp)
+        c.p_mem_lim[:n] = np.where(rng.random(n) < 0.3, np.nan, rng.uniform(64, 1024, n))
+        c.p_svc[:n] = rng.integers(0, sim.m.S, n)
+        c.layout_version += 1                      # (the grouping is kept per layout)
+        sim._blk = None
+        K = int(rng.integers(1, 5))
+        running = rng.random((K, len(sl))) < 0.7
+        mem = running * rng.uniform(0.0, 1500.0, (K, len(sl)))
+        got = sim._mem_util(mem, running, sl)
+        assert got.tobytes() == sim._mem_util_plain(mem, running, sl).tobytes(), trial
 
 
 def test_quota_checks_near_and_over_the_limits(compared):

@@ -1,6 +1,7 @@
 """Fast paths of the twin's per-tick reads held to their definitions: `service_health` (the row's floats, the
 p95 factor only where the rate is positive), `_tick_at` (the last time resolved, kept) and `_snapshot`'s pods per
-node (kept while `Cluster.placement_version` is unchanged), through rollouts, OOM kills, restarts, a node outage
+node (kept while `Cluster.placement_version` is unchanged) and effects in force (the revisions' carried handles
+made only when a revision-bound effect is met), through rollouts, OOM kills, restarts, a node outage
 and its recovery, drains and scaling."""
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def _per_node_plain(sim: SimBackend) -> dict:
     return per_node
 
 
+def _active_plain(sim: SimBackend) -> frozenset:
+    """The effects in force as first written: the revisions' carried handles made before the loop."""
+    c = sim.cluster
+    carried = {h for dep in c.deployments.values() for rs in dep.rss if rs.pods for h in rs.effects}
+    return frozenset(h for h, e in sim.book.effects.items() if h not in sim._oneshot and (
+        e.bind == "direct" or (e.bind == "revision" and h in carried)
+        or (e.bind == "flag" and sim.flag_variant(e.flag) == e.variant)))
+
+
 def _bits(d: dict) -> list:
     """Keys in order and values bit for bit (NaN equals NaN)."""
     return [(k, np.float64(v).tobytes()) for k, v in d.items()]
@@ -55,15 +65,17 @@ def _bits(d: dict) -> list:
 
 @pytest.fixture
 def checked_snapshots(monkeypatch):
-    seen = {"snapshots": 0, "kept": 0}
+    seen = {"snapshots": 0, "kept": 0, "revision_bound": 0}
     snapshot = SimBackend._snapshot
 
     def checked(self):
         kept = self._per_node[0] == self.cluster.placement_version
         epoch = snapshot(self)
         assert epoch.pods_on_node == _per_node_plain(self)
+        assert epoch.active_effects == _active_plain(self)
         seen["snapshots"] += 1
         seen["kept"] += kept
+        seen["revision_bound"] += any(e.bind == "revision" for e in self.book.effects.values())
         return epoch
 
     monkeypatch.setattr(SimBackend, "_snapshot", checked)
@@ -118,3 +130,4 @@ def test_pods_per_node_through_a_marathon_with_faults(checked_snapshots):
     backend_mod._TAPES.clear()
     run_marathon("online-boutique", 5, "oracle", injection_s=1200, observation_s=300)
     assert checked_snapshots["snapshots"] > 50 and checked_snapshots["kept"] > 5
+    assert 5 < checked_snapshots["revision_bound"] < checked_snapshots["snapshots"]   # with and without such effects

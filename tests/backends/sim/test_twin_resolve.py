@@ -13,9 +13,10 @@ from sremarathon_env import marathon as M
 from sremarathon_env.backends.sim import SimBackend, faulthook
 
 
-def _weights_plain(sim) -> list:
+def _weights_plain(sim, up=None) -> list:
     """The definition of `_weights`' order and weights: every revision with ready pods, by Deployment and
-    its ReplicaSets' order, and the current revision of a service without any (weight 1)."""
+    its ReplicaSets' order, and the current revision of a service without any (weight 1). (``up``, the
+    caller's readiness, is not used: the definition reads the cluster's.)"""
     c = sim.cluster
     n = len(c.pods)
     up = c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]
@@ -50,11 +51,16 @@ def _same_resolution(a: faulthook.Resolution, b: faulthook.Resolution) -> None:
 @pytest.fixture
 def checked(monkeypatch):
     """Every resolve also made with the definition's weights and compared; counts of what was covered."""
-    seen = {"calls": 0, "weighted": 0, "zero_svc": 0, "config": 0, "revision": 0}
+    seen = {"calls": 0, "weighted": 0, "zero_svc": 0, "config": 0, "revision": 0, "up": 0}
     resolve, fast = faulthook.resolve, faulthook._weights
 
-    def both(sim, t):
-        got = resolve(sim, t)
+    def both(sim, t, up=None):
+        if up is not None:   # the readiness the caller passes is the cluster's
+            n = len(sim.cluster.pods)
+            c = sim.cluster
+            assert up.tolist() == (c.p_active[:n] & c.p_ready[:n] & ~c.p_lost[:n]).tolist()
+            seen["up"] += 1
+        got = resolve(sim, t, up)
         plain = _weights_plain(sim)
         monkeypatch.setattr(faulthook, "_weights", _weights_plain)
         try:
@@ -80,7 +86,7 @@ def checked(monkeypatch):
 def test_reference_runs_resolve_as_the_definition(checked, app):
     for seed in (1, 2):
         M.reference_evidence.__wrapped__(M.MarathonConfig(app=app, seed=seed))
-    assert checked["calls"] > 200 and checked["weighted"] > 20
+    assert checked["calls"] > 200 and checked["weighted"] > 20 and checked["up"] == checked["calls"]
     assert checked["revision"] > 5
 
 

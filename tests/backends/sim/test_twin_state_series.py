@@ -65,7 +65,8 @@ def _check_kept(sim: SimBackend) -> None:
 def test_value_only_updates_write_what_full_rederivation_writes(monkeypatch):
     a, fast_a = _run(monkeypatch, fast=True)
     b, fast_b = _run(monkeypatch, fast=False)
-    assert fast_a > 30 and fast_b == 0, (fast_a, fast_b)
+    # (Deployments whose values did not change are left before `_update`: the updates counted here change values)
+    assert fast_a > 12 and fast_b == 0, (fast_a, fast_b)
     assert any(p.restarts for p in a.cluster.pods) and any(p.deleted for p in a.cluster.pods)
     _check_kept(a)
     assert a.store.n_ticks == b.store.n_ticks

@@ -158,11 +158,28 @@ def test_a_following_twin_takes_the_runs_cluster_side_numbers_queue_lag_included
     """Astronomy Shop has queue (async) edges: the consumer lag carried from taped runs goes on exactly."""
     monkeypatch.setattr(backend_mod, "_TAPES", {})
     hits = []
+    kept = [0]
     orig = backend_mod._Tape.take_run
 
+    def take_run_plain(tape, k0, K, calls, sl, dt):   # the definition: the flow slots compared at every take
+        run = tape.runs.get(k0)
+        if run is None:
+            return None
+        r0, calls_r, sl_r, dt_r, ppr, mem, lag, state = run
+        a = k0 - r0
+        if calls_r != calls or dt_r != dt or a + K > len(mem) or not np.array_equal(sl_r, sl):
+            return None
+        return ppr[a:a + K], mem[a:a + K], lag[a:a + K], None if state is None else state[a:a + K]
+
     def take_run(self, *a):
+        want = take_run_plain(self, *a)
+        run = self.runs.get(a[0])
+        kept[0] += run is not None and self._same_slots[0] is run[2] and self._same_slots[1] is a[3]   # (found before)
         got = orig(self, *a)
         hits.append(got is not None)
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert all((x is None and y is None) or np.array_equal(x, y) for x, y in zip(got, want))
         return got
 
     def scored():
@@ -185,7 +202,7 @@ def test_a_following_twin_takes_the_runs_cluster_side_numbers_queue_lag_included
     ref.end_deferred()
     monkeypatch.setattr(backend_mod._Tape, "take_run", take_run)
     a = scored()
-    assert sum(hits) > 10 and not all(hits)
+    assert sum(hits) > 10 and not all(hits) and kept[0] > 5
     assert len(a._lag) and a._lag.tolist() == b._lag.tolist() and a._lag.any()
     n = a.history.n
     assert np.array_equal(a.history.svc[:, :n], b.history.svc[:, :n])

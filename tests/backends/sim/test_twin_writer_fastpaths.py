@@ -256,3 +256,32 @@ def test_visiting_only_the_changed_deployments_writes_what_visiting_all_does(mon
     assert [x[:3] for x in runs["fast"]] == [x[:3] for x in runs["all"]]
     assert [x[3] for x in runs["fast"]] == [x[3] for x in runs["all"]]
     assert visits[0] == visits[1] > 20 and selected[0] > 3, (visits, selected)
+
+
+def test_deployments_skipped_by_their_values_hold_the_definitions_series(monkeypatch):
+    """A state refresh leaves a Deployment as it is when its head (replicas, generations, progress, endpoints,
+    ReplicaSets) and its values (`_dep_values`) are the last ones. After every refresh, every Deployment's kept
+    series and values are the definition's (`_dep_series_plain`), through rollouts, node loss, OOM kills, restarts
+    and scaling; some refreshes do leave Deployments whose pods changed as they were."""
+    refresh, update = MetricWriter.refresh_state, MetricWriter._update
+    seen = {"checked": 0, "kept": 0}
+
+    def counted(self, key, sig, *a, **k):
+        old = self._objects.get(key)
+        seen["kept"] += key[0] == "dep" and old is not None and old[0] == sig
+        return update(self, key, sig, *a, **k)
+
+    def refresh_checked(self, tick):
+        refresh(self, tick)
+        for dep in self.sim.cluster.deployments.values():
+            sig, entries, keys, rows, vals, shape = self._objects[("dep", dep.name)]
+            want = list(_dep_series_plain(self, dep))
+            assert keys == [w[:2] for w in want] and vals == [w[2] for w in want], dep.name
+            assert list(entries.values()) == vals and sig[1] == vals
+            seen["checked"] += 1
+
+    monkeypatch.setattr(MetricWriter, "_update", counted)
+    monkeypatch.setattr(MetricWriter, "refresh_state", refresh_checked)
+    _drive(SimBackend("online-boutique", seed=3))
+    _run("train-ticket", 4)
+    assert seen["checked"] > 400 and seen["kept"] > 5, seen
