@@ -192,20 +192,16 @@ def test_change_driven_faults_enter_through_the_build_pipeline():
 def test_a_dropped_marathons_driver_and_fault_handles_are_freed_without_the_cyclic_collector():
     """The driver keeps no closure over itself (its build hook is a method): once a marathon is dropped, its driver
     and the faults' handles go at once (reference counting), not at the next full collection."""
-    import gc
     import weakref
+
+    from tests.collector import collector_off
 
     m = _run()
     assert any(lf.handle is not None for lf in m.driver.live)
     refs = [weakref.ref(m.driver)] + [weakref.ref(lf) for lf in m.driver.live]
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_off():
         del m
         assert all(r() is None for r in refs)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @pytest.mark.parametrize("app,policy", [("online-boutique", "oracle"), ("astronomy-shop", "random")])

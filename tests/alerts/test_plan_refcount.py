@@ -16,6 +16,7 @@ from sremarathon_env.alerts import AlertEngine, PromQLEngine, load_rule_pack
 from sremarathon_env.alerts.compiled import warm
 from sremarathon_env.alerts.plan import PackPlan
 from sremarathon_env.telemetry.store import MetricStore
+from tests.collector import collector_off
 
 
 def _grow(store, rng, k):
@@ -40,14 +41,8 @@ def _collector_off():
     in the middle of a checked round (once the numpy kernels have spent their share), and numba's loading leaves
     cyclic garbage of its own."""
     warm()
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _collect_quietly() -> int:

@@ -9,6 +9,7 @@ import numpy as np
 import sremarathon_env  # noqa: F401
 import sremarathon_env.alerts.tape as tape_mod
 from sremarathon_env.registration import IDS
+from tests.collector import collector_off
 from wrappers.rl import RLView
 
 
@@ -48,7 +49,6 @@ def _freed_episodes(monkeypatch, keep: bool) -> tuple[list[tuple], list[list[boo
     """Three RL-view episodes with random actions, the cyclic collector off. Per reset (and after close): which twins
     made so far (the scored ones and the resets' no-action reference runs) are still alive. ``keep``: the dropped
     marathons are kept alive (nothing is freed)."""
-    import gc
     import weakref
 
     import sremarathon_env.marathon as marathon_mod
@@ -58,29 +58,26 @@ def _freed_episodes(monkeypatch, keep: bool) -> tuple[list[tuple], list[list[boo
     monkeypatch.setattr(marathon_mod, "_make_backend",
                         lambda cfg, metrics=True: made.append(weakref.ref(twin := real(cfg, metrics))) or twin)
     marathon_mod.reference_evidence.cache_clear()   # every reset makes its reference run
-    was = gc.isenabled()
-    gc.disable()
     try:
-        env = RLView(gym.make(IDS["online-boutique"], injection_s=600, observation_s=240))
-        rng = np.random.default_rng(5)
-        out, alive, kept = [], [], []
-        for k in range(3):
-            obs, _ = env.reset(seed=100 + k)
+        with collector_off():
+            env = RLView(gym.make(IDS["online-boutique"], injection_s=600, observation_s=240))
+            rng = np.random.default_rng(5)
+            out, alive, kept = [], [], []
+            for k in range(3):
+                obs, _ = env.reset(seed=100 + k)
+                alive.append([r() is not None for r in made])
+                kept.append(env.env.unwrapped.marathon if keep else None)
+                while True:
+                    obs, r, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+                    out.append(r)
+                    if term or trunc:
+                        break
+                out.append((info["bundle_digest"], obs["observations"].tobytes()))
+            env.close()
             alive.append([r() is not None for r in made])
-            kept.append(env.env.unwrapped.marathon if keep else None)
-            while True:
-                obs, r, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
-                out.append(r)
-                if term or trunc:
-                    break
-            out.append((info["bundle_digest"], obs["observations"].tobytes()))
-        env.close()
-        alive.append([r() is not None for r in made])
-        del kept
+            del kept
     finally:
         monkeypatch.setattr(marathon_mod, "_make_backend", real)
-        if was:
-            gc.enable()
     return out, alive
 
 

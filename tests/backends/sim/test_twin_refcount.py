@@ -14,19 +14,14 @@ import pytest
 from sremarathon_env.backends.sim import SimBackend
 from tests.backends.sim.test_twin_blocks import OPS
 from tests.backends.sim.twins import assert_same_twins
+from tests.collector import collector_off
 
 
 @pytest.fixture
 def no_gc():
     """The cyclic collector off for the test (restored after): what is freed is freed by reference counting."""
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _advance(sim: SimBackend, k0: int, k1: int) -> None:
