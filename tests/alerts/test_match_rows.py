@@ -54,6 +54,29 @@ def test_match_rows_equals_every_matcher_on_every_row(seed):
         assert all(type(r) is int for r in rows)
 
 
+class _Generations:
+    """The definition of the row-item cache's two generations for one family shape (``_row_items_add`` per new
+    item): an item already in the current generation is not made again; a new one opens a fresh generation (the
+    current one becoming the old) once ``gen`` items were added to the current one."""
+
+    def __init__(self, gen: int):
+        self.gen, self.cur, self.old, self.count = gen, {}, {}, 0
+
+    def add(self, label_values: tuple, item) -> None:
+        if label_values in self.cur:
+            return
+        if self.count >= self.gen:
+            self.old, self.cur, self.count = self.cur, {}, 1
+        else:
+            self.count += 1
+        self.cur[label_values] = item
+
+    def check(self, EN, shape: tuple) -> None:
+        """The engine's cache equals the definition's: its count and both generations of ``shape``."""
+        assert EN._ROW_ITEMS_COUNT[0] == self.count
+        assert EN._ROW_ITEMS.get(shape, {}) == self.cur and EN._ROW_ITEMS_OLD.get(shape, {}) == self.old
+
+
 @pytest.mark.parametrize("gen", [1, 3, 7, 1000])
 def test_row_info_counts_and_turns_generations_as_row_items_add(gen, monkeypatch):
     """``_row_info`` counts each new row item (and turns the generations over) inline: the counts and the
@@ -67,7 +90,7 @@ def test_row_info_counts_and_turns_generations_as_row_items_add(gen, monkeypatch
     monkeypatch.setattr(EN, "_ROW_ITEMS", {})
     monkeypatch.setattr(EN, "_ROW_ITEMS_OLD", {})
     monkeypatch.setattr(EN, "_ROW_ITEMS_COUNT", [0])
-    cur, old, count = {}, {}, 0   # (the definition's, one family shape)
+    want = _Generations(gen)   # (the definition's, one family shape)
     rng = np.random.default_rng(gen)
     for _ in range(2):   # (two stores: the second one's rows are found in the generations)
         store = MetricStore(step_s=15.0)
@@ -79,18 +102,9 @@ def test_row_info_counts_and_turns_generations_as_row_items_add(gen, monkeypatch
                 fam.row((f"p{int(rng.integers(30))}", str(rng.choice(["a", "", "b"]))))
             info, _ = eng._row_info(fam, len(fam))
             for r in range(done, len(fam)):
-                lv = tuple(fam._label_values[r])
-                if lv in cur:
-                    continue
-                if count >= gen:
-                    old, cur, count = cur, {}, 1
-                else:
-                    count += 1
-                cur[lv] = info[r]
+                want.add(tuple(fam._label_values[r]), info[r])
             done = len(fam)
-            shape = ("m", ("__name__", "pod", "svc"))
-            assert EN._ROW_ITEMS_COUNT[0] == count
-            assert EN._ROW_ITEMS.get(shape, {}) == cur and EN._ROW_ITEMS_OLD.get(shape, {}) == old
+            want.check(EN, ("m", ("__name__", "pod", "svc")))
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -142,7 +156,7 @@ def test_lazy_row_items_count_and_turn_generations_as_row_items_add(gen, monkeyp
     monkeypatch.setattr(EN, "_ROW_ITEMS", {})
     monkeypatch.setattr(EN, "_ROW_ITEMS_OLD", {})
     monkeypatch.setattr(EN, "_ROW_ITEMS_COUNT", [0])
-    cur, old, count = {}, {}, 0
+    want = _Generations(gen)
     rng = np.random.default_rng(gen)
     keep_b = S.Matcher("svc", "=", "b", None)
     for _ in range(2):
@@ -157,16 +171,7 @@ def test_lazy_row_items_count_and_turn_generations_as_row_items_add(gen, monkeyp
             rows: list = []
             match_rows(info, pos, [keep_b], done, len(fam), rows, [], [], "m", ent)
             for r in rows:
-                lv = tuple(fam._label_values[r])
-                if lv in cur:
-                    continue
-                if count >= gen:
-                    old, cur, count = cur, {}, 1
-                else:
-                    count += 1
-                cur[lv] = info[r]
+                want.add(tuple(fam._label_values[r]), info[r])
             assert all(info[r] is None for r in range(done, len(fam)) if r not in rows)
             done = len(fam)
-            shape = ("m", ("__name__", "pod", "svc"))
-            assert EN._ROW_ITEMS_COUNT[0] == count
-            assert EN._ROW_ITEMS.get(shape, {}) == cur and EN._ROW_ITEMS_OLD.get(shape, {}) == old
+            want.check(EN, ("m", ("__name__", "pod", "svc")))

@@ -45,6 +45,20 @@ def _same(a, b) -> bool:
     return _present(a) == _present(b)
 
 
+def _count_excl_steps(monkeypatch) -> list[int]:
+    """Count the plan's consultations of ``_excl_steps``: ``[taken from the step, compared by the masks]`` (None)."""
+    from sremarathon_env.alerts import plan as P
+    taken = [0, 0]
+    real_steps = P._excl_steps
+
+    def counting(*a):
+        out = real_steps(*a)
+        taken[out is None] += 1
+        return out
+    monkeypatch.setattr(P, "_excl_steps", counting)
+    return taken
+
+
 def _pod_name(rng) -> str:
     letters = "abcmqz0"
     return "".join(rng.choice(list(letters), size=3)) + "-" + str(int(rng.integers(100)))
@@ -57,14 +71,7 @@ def test_growing_plan_equals_fresh_plan_and_generic(seed, steps, monkeypatch):
     one, ``plan._excl_steps``, else from the masks.)"""
     from sremarathon_env.alerts import plan as P
     monkeypatch.setattr(P, "EXCL_STEPS", steps)
-    taken = [0, 0]
-    real_steps = P._excl_steps
-
-    def counting(*a):
-        out = real_steps(*a)
-        taken[out is None] += 1
-        return out
-    monkeypatch.setattr(P, "_excl_steps", counting)
+    taken = _count_excl_steps(monkeypatch)
     rng = np.random.default_rng(seed)
     store = MetricStore(step_s=15.0)
     m = store.family("m", ("pod", "svc", "phase"))
@@ -211,14 +218,7 @@ def test_selection_follows_left_out_changes_told_or_not(seed, monkeypatch):
     without the left-out rows (labels, order, gathered rows), over random rows and random left-out sets of a
     two-family metric, selections consulted at random."""
     from sremarathon_env.alerts import plan as P
-    taken = [0, 0]
-    real_steps = P._excl_steps
-
-    def counting(*a):
-        out = real_steps(*a)
-        taken[out is None] += 1
-        return out
-    monkeypatch.setattr(P, "_excl_steps", counting)
+    taken = _count_excl_steps(monkeypatch)
     rng = np.random.default_rng(50 + seed)
     store = MetricStore(step_s=15.0)
     fams = [store.family("m", ("pod", "svc")), store.family("m", ("pod",))]
