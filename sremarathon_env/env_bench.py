@@ -3,7 +3,8 @@
 Per app it runs ``repeat`` full marathons of the core env with a no-op action (fresh scenario seeds)
 and prints: the median ``reset()`` (schedule, twin, the matched no-action reference run, up to the
 first invocation), the median and 90th percentile of ``step()``, a whole marathon including
-``reset()``, and the share of step time spent in the twin (``backend.advance_to``), the faults
+``reset()``, and the share of step time spent in the twin (``backend.advance_to``, the traffic of a deferred span
+computed at its end, ``end_deferred``, and the metric writes left for the next store read), the faults
 (injection, revert, noise, symptom probes: the rest of the driver's tick), the alert rules
 (``evaluate_until``), recording (``Recorder.append``), reward replay (the incremental scorer's
 ``feed`` plus the final ``score``), the env's observation and the rest. Targets: step median <= 5 ms
@@ -67,9 +68,12 @@ class Timers:
 
 
 def instrument_marathon(m: Any, timers: Timers) -> None:
-    """Time a marathon's twin (its ticks and its pending metric writes, wherever they are done), driver tick (the faults),
-    alert rules, recording and reward replay."""
+    """Time a marathon's twin (its ticks, the traffic of a deferred span computed at its end, and its pending metric
+    writes, wherever they are done), driver tick (the faults: the orchestrator's events and checks), alert rules,
+    recording and reward replay."""
     timers.wrap(m.backend, "advance_to", "twin")
+    if hasattr(m.backend, "end_deferred"):   # a span's traffic, computed in one step when the driver ends the span
+        timers.wrap(m.backend, "end_deferred", "twin")
     writer = getattr(m.backend, "writer", None)
     if hasattr(writer, "complete"):   # the twin's metric writes left for the next store read (`MetricStore.defer`)
         timers.wrap(writer, "complete", "twin")
