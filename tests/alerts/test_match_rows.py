@@ -54,6 +54,24 @@ def test_match_rows_equals_every_matcher_on_every_row(seed):
         assert all(type(r) is int for r in rows)
 
 
+def _growth(rng):
+    """A family ("m": pod, svc) of a fresh store and its engine, growing by random rows before each of six calls, in
+    two stores in turn (the second one's rows recur in the first one's generations): yields (engine, family, its row
+    count before this call's rows)."""
+    from sremarathon_env.alerts import PromQLEngine
+    from sremarathon_env.telemetry.store import MetricStore
+
+    for _ in range(2):
+        store = MetricStore(step_s=15.0)
+        fam = store.family("m", ("pod", "svc"))
+        eng = PromQLEngine(store)
+        for _ in range(6):
+            done = len(fam)
+            for _ in range(int(rng.integers(0, 6))):
+                fam.row((f"p{int(rng.integers(30))}", str(rng.choice(["a", "", "b"]))))
+            yield eng, fam, done
+
+
 class _Generations:
     """The definition of the row-item cache's two generations for one family shape (``_row_items_add`` per new
     item): an item already in the current generation is not made again; a new one opens a fresh generation (the
@@ -61,6 +79,16 @@ class _Generations:
 
     def __init__(self, gen: int):
         self.gen, self.cur, self.old, self.count = gen, {}, {}, 0
+
+    @classmethod
+    def fresh(cls, monkeypatch, gen: int) -> "_Generations":
+        """The engine's row-item cache emptied for the test, with generations of ``gen`` items, and its definition."""
+        from sremarathon_env.alerts import engine as EN
+        monkeypatch.setattr(EN, "ROW_ITEM_GENERATION", gen)
+        monkeypatch.setattr(EN, "_ROW_ITEMS", {})
+        monkeypatch.setattr(EN, "_ROW_ITEMS_OLD", {})
+        monkeypatch.setattr(EN, "_ROW_ITEMS_COUNT", [0])
+        return cls(gen)
 
     def add(self, label_values: tuple, item) -> None:
         if label_values in self.cur:
@@ -82,29 +110,14 @@ def test_row_info_counts_and_turns_generations_as_row_items_add(gen, monkeypatch
     """``_row_info`` counts each new row item (and turns the generations over) inline: the counts and the
     generations' contents equal those of the definition (``_row_items_add`` per new item) over families that grow
     call by call, rows recurring across two stores."""
-    from sremarathon_env.alerts import PromQLEngine
     from sremarathon_env.alerts import engine as EN
-    from sremarathon_env.telemetry.store import MetricStore
 
-    monkeypatch.setattr(EN, "ROW_ITEM_GENERATION", gen)
-    monkeypatch.setattr(EN, "_ROW_ITEMS", {})
-    monkeypatch.setattr(EN, "_ROW_ITEMS_OLD", {})
-    monkeypatch.setattr(EN, "_ROW_ITEMS_COUNT", [0])
-    want = _Generations(gen)   # (the definition's, one family shape)
-    rng = np.random.default_rng(gen)
-    for _ in range(2):   # (two stores: the second one's rows are found in the generations)
-        store = MetricStore(step_s=15.0)
-        fam = store.family("m", ("pod", "svc"))
-        eng = PromQLEngine(store)
-        done = 0
-        for _ in range(6):
-            for _ in range(int(rng.integers(0, 6))):
-                fam.row((f"p{int(rng.integers(30))}", str(rng.choice(["a", "", "b"]))))
-            info, _ = eng._row_info(fam, len(fam))
-            for r in range(done, len(fam)):
-                want.add(tuple(fam._label_values[r]), info[r])
-            done = len(fam)
-            want.check(EN, ("m", ("__name__", "pod", "svc")))
+    want = _Generations.fresh(monkeypatch, gen)   # (the definition's, one family shape)
+    for eng, fam, done in _growth(np.random.default_rng(gen)):
+        info, _ = eng._row_info(fam, len(fam))
+        for r in range(done, len(fam)):
+            want.add(tuple(fam._label_values[r]), info[r])
+        want.check(EN, ("m", ("__name__", "pod", "svc")))
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -148,30 +161,15 @@ def test_lazy_row_items_count_and_turn_generations_as_row_items_add(gen, monkeyp
     """Items made by ``match_rows`` over ``_row_info_lazy`` are counted (and turn the generations over) as the
     definition does per new item (``_row_items_add``), in the order they are made; rows it does not keep are
     neither made nor counted."""
-    from sremarathon_env.alerts import PromQLEngine
     from sremarathon_env.alerts import engine as EN
-    from sremarathon_env.telemetry.store import MetricStore
 
-    monkeypatch.setattr(EN, "ROW_ITEM_GENERATION", gen)
-    monkeypatch.setattr(EN, "_ROW_ITEMS", {})
-    monkeypatch.setattr(EN, "_ROW_ITEMS_OLD", {})
-    monkeypatch.setattr(EN, "_ROW_ITEMS_COUNT", [0])
-    want = _Generations(gen)
-    rng = np.random.default_rng(gen)
+    want = _Generations.fresh(monkeypatch, gen)
     keep_b = S.Matcher("svc", "=", "b", None)
-    for _ in range(2):
-        store = MetricStore(step_s=15.0)
-        fam = store.family("m", ("pod", "svc"))
-        eng = PromQLEngine(store)
-        done = 0
-        for _ in range(6):
-            for _ in range(int(rng.integers(0, 6))):
-                fam.row((f"p{int(rng.integers(30))}", str(rng.choice(["a", "", "b"]))))
-            info, pos, ent = eng._row_info_lazy(fam, len(fam))
-            rows: list = []
-            match_rows(info, pos, [keep_b], done, len(fam), rows, [], [], "m", ent)
-            for r in rows:
-                want.add(tuple(fam._label_values[r]), info[r])
-            assert all(info[r] is None for r in range(done, len(fam)) if r not in rows)
-            done = len(fam)
-            want.check(EN, ("m", ("__name__", "pod", "svc")))
+    for eng, fam, done in _growth(np.random.default_rng(gen)):
+        info, pos, ent = eng._row_info_lazy(fam, len(fam))
+        rows: list = []
+        match_rows(info, pos, [keep_b], done, len(fam), rows, [], [], "m", ent)
+        for r in rows:
+            want.add(tuple(fam._label_values[r]), info[r])
+        assert all(info[r] is None for r in range(done, len(fam)) if r not in rows)
+        want.check(EN, ("m", ("__name__", "pod", "svc")))
