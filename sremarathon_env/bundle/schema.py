@@ -453,6 +453,68 @@ def plain_tick_json(d: dict) -> tuple[dict, str] | None:
                      "}")))
 
 
+def faults_json(faults: dict) -> str | None:
+    """The canonical JSON of a tick record's ``faults`` when they are plain (str ids, probes of exactly the three
+    bool verdicts), else None.
+
+    >>> from .canonical import dumps
+    >>> f = {"F2": {"active": True, "probe_ok": False, "artifact_ok": True},
+    ...      "F1": {"active": False, "probe_ok": True, "artifact_ok": True}}
+    >>> faults_json(f) == dumps(f), faults_json({"F1": {"active": 1, "probe_ok": True, "artifact_ok": True}})
+    (True, None)
+    """
+    if not faults:
+        return "{}"
+    texts = []
+    try:
+        for k, p in faults.items():
+            if type(k) is not str or type(p) is not dict or len(p) != 3:
+                return None
+            a, ok, art = p["active"], p["probe_ok"], p["artifact_ok"]
+            if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
+                return None
+            texts.append((k, _PROBE_JSON[a, ok, art]))
+    except KeyError:
+        return None
+    texts.sort()   # (keys are distinct: the order of the keys)
+    key_json = _KEY_JSON
+    parts = []
+    for k, x in texts:
+        kj = key_json.get(k)
+        if kj is None:
+            if len(key_json) >= KEY_JSON_MAX:
+                key_json.clear()
+            kj = key_json[k] = _esc(k) + ":"
+        parts.append(kj + x)
+    return "{" + ",".join(parts) + "}"
+
+
+def alert_head(alertname: str, fingerprint: str, labels: dict, severity: str | None) -> str | None:
+    """An alert record's canonical JSON up to its state (``...,"state":``) when the parts are plain (str name,
+    fingerprint and label keys and values; severity str or None), else None.
+
+    >>> from .canonical import alert_json
+    >>> d = {"t": 30.0, "alertname": "X", "labels": {"b": "2", "a": "1"}, "fingerprint": "f", "state": "firing",
+    ...      "severity": None}
+    >>> alert_head("X", "f", d["labels"], None) + '"firing","t":30.0}' == alert_json(d)
+    True
+    """
+    if (type(alertname) is not str or type(fingerprint) is not str or type(labels) is not dict
+            or (severity is not None and type(severity) is not str)):
+        return None
+    items = sorted(labels.items())
+    for k, v in items:
+        if type(k) is not str or type(v) is not str:
+            return None
+    return "".join(('{"alertname":', _esc(alertname), ',"fingerprint":', _esc(fingerprint), ',"labels":{',
+                    ",".join([_esc(k) + ":" + _esc(v) for k, v in items]),
+                    '},"severity":', "null" if severity is None else _esc(severity), ',"state":'))
+
+
+#: a tick's orchestrator events as plain dicts (fresh containers, every key), or None where one is not plain
+plain_events = _plain_events
+
+
 #: the one-pass plain data and text of the hot kinds (`Recorder` takes it first; None: `dump_plain` and
 #: `canonical.PLAIN_JSON`, the definitions)
 PLAIN_WITH_JSON = {"alert": plain_alert_json, "tick": plain_tick_json}
