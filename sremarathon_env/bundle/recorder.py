@@ -30,7 +30,8 @@ from pydantic import BaseModel, ConfigDict
 
 from .canonical import (GENESIS, PLAIN_JSON, CanonicalError, _envelope, chain_hash, chain_line, dumps, record_line,
                         sha256_hex)
-from .schema import FORMAT, KINDS, PLAIN_WITH_JSON, alert_head, dump_plain, faults_json, plain_events, validate_data
+from .schema import (FORMAT, KINDS, PLAIN_WITH_JSON, alert_head, dump_plain, events_json, faults_json, plain_events,
+                     validate_data)
 
 #: the tests set it: every record of `Recorder.append_tick` / `append_alert` is compared with its definition
 CHECK_ENCODED = False
@@ -214,7 +215,7 @@ class Recorder:
             f_json = self._faults_json if faults == self._faults else faults_json(faults)
             ev = plain_events(events) if events else events
             if f_json is not None and ev is not None:
-                ev_json = "[]" if not ev else dumps(ev)
+                ev_json = "[]" if not ev else events_json(ev)
                 self._faults, self._faults_json = faults, f_json
                 t_json = _frepr(t)
                 data_json = "".join(('{"entry":{"degraded":', _frepr(degraded), ',"failed":', _frepr(failed),

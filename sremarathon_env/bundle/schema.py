@@ -440,12 +440,7 @@ def plain_tick_json(d: dict) -> tuple[dict, str] | None:
     events = _plain_events(d.get("events", []))
     if events is None:
         return None
-    if events:
-        ev_json = "[" + ",".join(['{"aliases":[' + ",".join([_esc(a) for a in ev["aliases"]]) + '],"detail":'
-                                  + _esc(ev["detail"]) + ',"event":' + _esc(ev["event"]) + ',"instance_id":'
-                                  + _esc(ev["instance_id"]) + "}" for ev in events]) + "]"
-    else:
-        ev_json = "[]"
+    ev_json = events_json(events) if events else "[]"
     return ({"t": t, "entry": {"total": tot, "failed": fail, "slow": slow, "degraded": deg}, "faults": faults,
              "events": events},
             "".join(('{"entry":{"degraded":', _frepr(deg), ',"failed":', _frepr(fail), ',"slow":', _frepr(slow),
@@ -513,6 +508,20 @@ def alert_head(alertname: str, fingerprint: str, labels: dict, severity: str | N
 
 #: a tick's orchestrator events as plain dicts (fresh containers, every key), or None where one is not plain
 plain_events = _plain_events
+
+
+def events_json(events: list[dict]) -> str:
+    """The canonical JSON of plain events (`plain_events`' output: the four keys, str values, a list of str aliases).
+
+    >>> from .canonical import dumps
+    >>> ev = plain_events([{"instance_id": "F1", "event": "injected", "aliases": ["a\u00e9"]}, {"instance_id": "F2",
+    ...                    "event": "reverted"}])
+    >>> events_json(ev) == dumps(ev)
+    True
+    """
+    return "[" + ",".join(['{"aliases":[' + ",".join([_esc(a) for a in ev["aliases"]]) + '],"detail":'
+                           + _esc(ev["detail"]) + ',"event":' + _esc(ev["event"]) + ',"instance_id":'
+                           + _esc(ev["instance_id"]) + "}" for ev in events]) + "]"
 
 
 #: the one-pass plain data and text of the hot kinds (`Recorder` takes it first; None: `dump_plain` and
