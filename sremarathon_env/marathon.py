@@ -639,7 +639,7 @@ class Marathon:
                 c["result_digest"] = hashlib.sha256(text.encode()).hexdigest()
                 c["result"] = text[:RESULT_CHARS_IN_BUNDLE]
             calls.append(c)
-        used = sum(r.cost_s for r in results)
+        used = float(sum(r.cost_s for r in results))   # (0.0 without calls: what the record's float field holds)
         self._append("invocation", t, {"index": inv, "t": t, "calls": calls, "budget_used_s": used, "error": error})
         for r in results:
             inc = r.as_incident_op()

@@ -156,8 +156,23 @@ def tick_json(d: dict) -> str | None:
                     ',"total":', _frepr(tot), '},"events":', ev_json, ',"faults":', f_json, ',"t":', _frepr(t), "}"))
 
 
+def invocation_json(d: dict) -> str | None:
+    """``dumps(d)`` of an invocation record's plain data without calls (``schema.dump_plain("invocation", ...)``);
+    None when a float is not finite.
+
+    >>> d = {"index": 2, "t": 240.0, "calls": [], "budget_used_s": 0.0, "error": "bad \u00e9"}
+    >>> invocation_json(d) == dumps(d)
+    True
+    """
+    t, used, err = d["t"], d["budget_used_s"], d["error"]
+    if not (_finite(t) and _finite(used)):
+        return None
+    return "".join(('{"budget_used_s":', _frepr(used), ',"calls":[],"error":', "null" if err is None else _esc(err),
+                    ',"index":', int.__repr__(d["index"]), ',"t":', _frepr(t), "}"))
+
+
 #: the fast encoders by record kind
-PLAIN_JSON = {"alert": alert_json, "tick": tick_json}
+PLAIN_JSON = {"alert": alert_json, "tick": tick_json, "invocation": invocation_json}
 
 
 _FIELDS = frozenset(("data", "hash", "kind", "prev", "seq", "t"))

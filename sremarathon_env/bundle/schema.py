@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .canonical import invocation_json
+
 FORMAT = "sremarathon-bundle/1"
 
 
@@ -324,7 +326,21 @@ def _plain_events(events_in) -> list | None:
     return events
 
 
-_PLAIN = {"alert": _plain_alert, "tick": _plain_tick}
+_INVOCATION_KEYS = frozenset(("index", "t", "calls", "budget_used_s", "error"))
+
+
+def _plain_invocation(d: dict) -> dict | None:
+    """An invocation without calls (the hot case: a no-op step), when its five fields are all given and plain."""
+    if d.keys() != _INVOCATION_KEYS:
+        return None
+    idx, t, calls, used, err = d["index"], d["t"], d["calls"], d["budget_used_s"], d["error"]
+    if (type(idx) is not int or type(t) is not float or type(calls) is not list or calls or type(used) is not float
+            or (err is not None and type(err) is not str)):
+        return None
+    return {"index": idx, "t": t, "calls": [], "budget_used_s": used, "error": err}
+
+
+_PLAIN = {"alert": _plain_alert, "tick": _plain_tick, "invocation": _plain_invocation}
 
 
 # -- the plain data and its canonical JSON in one pass -----------------------------------------------------------
@@ -524,13 +540,27 @@ def events_json(events: list[dict]) -> str:
                            + _esc(ev["instance_id"]) + "}" for ev in events]) + "]"
 
 
+def plain_invocation_json(d: dict) -> tuple[dict, str] | None:
+    """``(p, canonical.invocation_json(p))`` with ``p = _plain_invocation(d)``; None where either is None.
+
+    >>> d = {"index": 3, "t": 360.0, "calls": [], "budget_used_s": 0.0, "error": None}
+    >>> from .canonical import invocation_json
+    >>> plain_invocation_json(d) == (_plain_invocation(d), invocation_json(_plain_invocation(d)))
+    True
+    """
+    p = _plain_invocation(d)
+    text = None if p is None else invocation_json(p)
+    return None if text is None else (p, text)
+
+
 #: the one-pass plain data and text of the hot kinds (`Recorder` takes it first; None: `dump_plain` and
 #: `canonical.PLAIN_JSON`, the definitions)
-PLAIN_WITH_JSON = {"alert": plain_alert_json, "tick": plain_tick_json}
+PLAIN_WITH_JSON = {"alert": plain_alert_json, "tick": plain_tick_json, "invocation": plain_invocation_json}
 
 
 def dump_plain(kind: str, data: Any) -> dict | None:
-    """``validate_data(kind, data).model_dump(mode="json")`` for the hot kinds (``alert``, ``tick``) when ``data``
+    """``validate_data(kind, data).model_dump(mode="json")`` for the hot kinds (``alert``, ``tick``, an ``invocation``
+    without calls) when ``data``
     is plain data of exactly the model's types (dicts, lists, str, float, bool: nothing to coerce), built without
     pydantic (fresh containers, the same key order); None for anything else, which then takes the model's path
     (it coerces or reports what is wrong).
