@@ -212,6 +212,8 @@ class Recorder:
                 and type(degraded) is float and total - total == 0.0 and failed - failed == 0.0
                 and slow - slow == 0.0 and degraded - degraded == 0.0 and type(faults) is dict
                 and type(events) is list):
+            if faults is self._faults:   # (the last record's own dict handed over again: the record gets a copy)
+                faults = {k: dict(p) if type(p) is dict else p for k, p in faults.items()}
             f_json = self._faults_json if faults == self._faults else faults_json(faults)
             ev = plain_events(events) if events else events
             if f_json is not None and ev is not None:

@@ -188,3 +188,43 @@ def test_marathons_through_the_encoded_appends_give_the_definitions_bundles(app,
     slow = run_marathon(app, seed, policy, injection_s=900, observation_s=300)[0]
     assert (fast.digest, fast.marathon_score) == (slow.digest, slow.marathon_score)
     assert taken["tick"] >= 60 and taken["alert"] >= 10, taken
+
+
+def _containers(x, out: list) -> None:
+    if isinstance(x, (dict, list)):
+        out.append(id(x))
+        for v in (x.values() if isinstance(x, dict) else x):
+            _containers(v, out)
+
+
+@pytest.mark.parametrize("app,policy", [("online-boutique", "random"), ("train-ticket", "noop")])
+def test_records_of_a_marathon_share_no_containers(app, policy):
+    """The run loop hands the driver's probes and events and the transitions' labels over to the records (no copies):
+    like the definition's copies, no dict or list is shared between two records (or within one), so a record's data
+    is its own. (A driver that hands the same probe dicts to several ticks would fail this.)"""
+    from baselines import make_policy
+    from sremarathon_env.marathon import Marathon, MarathonConfig
+
+    m = Marathon(MarathonConfig(app=app, seed=6, injection_s=900, observation_s=300))
+    pol = make_policy(policy)
+    m.start()
+    pol.reset(m.app, 6)
+    while True:
+        m.end_invocation(usage=pol.act(m))
+        if not m.advance_to_next_invocation():
+            break
+    m.finish()
+    ids: list[int] = []
+    for r in m.recorder.records:
+        _containers(r.data, ids)
+    assert len(ids) == len(set(ids)) and len(ids) > 500
+
+
+def test_the_same_faults_dict_handed_over_twice_is_copied():
+    """A faults dict handed to two tick records (the same object) leaves each record its own."""
+    fast = Recorder(None)
+    f = {"F1": {"active": True, "probe_ok": True, "artifact_ok": True}}
+    a = fast.append_tick(15.0, 1.0, 0.0, 0.0, 0.0, f, [])
+    b = fast.append_tick(30.0, 1.0, 0.0, 0.0, 0.0, f, [])
+    assert a.data["faults"] == b.data["faults"] and a.data["faults"] is not b.data["faults"]
+    assert a.data["faults"]["F1"] is not b.data["faults"]["F1"]
