@@ -88,6 +88,7 @@ class IncrementalScorer:
         self._ref_i = 0
         self._last_tick_t: float | None = None
         self.n_ticks = 0
+        self._armed = False   # some fault's hold is armed (`_on_tick` follows the holds from then on)
         self.usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
         self.n_invocations = 0
         self.final_t = 0.0
@@ -148,12 +149,15 @@ class IncrementalScorer:
                 if f is not None:
                     f.d = with_aliases(f.d, ev["aliases"])
         p = self.params
+        armed = self._armed
         for iid, pr in d["faults"].items():
             f = self._by_id.get(iid)
             if f is None:
                 continue
             if not pr["probe_ok"]:
                 f.ever_failed = True
+            if not armed:   # (no hold armed yet: the loop below would skip both)
+                continue
             for h, handled in ((f.handle, True), (f.act, False)):
                 if not h.armed or h.done_t is not None or t >= f.E:
                     continue
@@ -222,10 +226,10 @@ class IncrementalScorer:
             if not (f.S <= t < f.E):
                 continue
             if inc is not None and inc in f.loc_inc and targets & f.sigma:
-                f.handle.armed = True
+                f.handle.armed = self._armed = True
             if (inc is not None and inc in f.corr_inc) or targets & f.culprits:
                 f.acted = True
-                f.act.armed = True
+                f.act.armed = self._armed = True
 
     def _on_invocation(self, t: float, d: dict[str, Any]) -> None:
         self.n_invocations += 1

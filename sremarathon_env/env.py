@@ -40,7 +40,8 @@ import math
 import os
 import re
 import string
-from itertools import compress
+from bisect import bisect_right
+from itertools import accumulate, compress
 from typing import Any
 
 import gymnasium as gym
@@ -225,7 +226,7 @@ class SREMarathonEnv(gym.Env):
         self._done = False
         self._alert_cache: dict[Any, tuple] = {}   # alert key -> (state, JSON text)
         self._alert_pos = 0                        # position in the alert engine's change log
-        self._alert_rows: tuple[list, list, dict] = ([], [], {})   # `_alert_entries`' keys, entries, places
+        self._alert_rows = AlertRows()             # the history's entries in order (`_alert_rows_now`)
         self._schedule_digest = ""
         self._log: list[tuple] = []   # the episode's tool calls and invocation ends (pickling replays it)
 
@@ -259,7 +260,7 @@ class SREMarathonEnv(gym.Env):
         self._done = False
         self._alert_cache = {}
         self._alert_pos = 0
-        self._alert_rows = ([], [], {})
+        self._alert_rows = AlertRows()
         return self._obs() if observe else None, self._info()
 
     def step(self, action: Any):
@@ -334,61 +335,41 @@ class SREMarathonEnv(gym.Env):
 
     def _alert_entries(self) -> list[tuple[str | None, str]]:
         """(state, JSON text) of every alert of the cumulative history, oldest first (read-only: kept between
-        calls). A text is encoded once per change of its alert: the engine's change log (``changes_since``) says
-        which changed; the entries in history order are kept too, and only the changed ones and the added ones are
-        taken (``[cache[k] for k in eng.history_keys()]``, without a lookup per alert per step)."""
+        calls). A text is encoded once per change of its alert: the engine's change log (``changed_texts_since``) says
+        which changed; the entries in history order are kept too (`AlertRows`), and only the changed ones and the
+        added ones are taken (``[cache[k] for k in eng.history_keys()]``, without a lookup per alert per step)."""
+        return self._alert_rows_now().entries
+
+    def _alert_rows_now(self) -> "AlertRows":
+        """`AlertRows` of the cumulative history now (kept between calls; a fresh one for an engine without a change
+        log)."""
         eng = self.marathon.alert_engine
         if not hasattr(eng, "changed_texts_since"):   # an engine without a change log: encode every alert
-            return [(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())]
+            return AlertRows.of([(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())])
         cache = self._alert_cache
         self._alert_pos, changed = eng.changed_texts_since(self._alert_pos)   # texts are `dumps` of the dicts
         for key, state, text in changed:
             cache[key] = (state, text)
         keys = eng.history_keys()
-        known, rows, at = self._alert_rows   # the history's keys and entries as of the last call, and key -> place
+        rows = self._alert_rows
+        known = rows.keys
         n = len(known)
         if len(keys) != n:   # alerts were added (never removed: the same count is the same order)
             if keys[:n] != known:   # one among the known ones: take the order again
                 n = 0
-                known.clear()
                 rows.clear()
-                at.clear()
-            for i in range(n, len(keys)):
-                at[keys[i]] = i
-            known.extend(keys[n:])
-            rows.extend([cache[k] for k in keys[n:]])
+            for k in keys[n:]:
+                rows.append(k, cache[k])
+        at, put = rows.at, rows.put
         for key, _, _ in changed:
-            rows[at[key]] = cache[key]
+            put(at[key], cache[key])
         return rows
 
     def _alerts_json(self) -> str:
         """The cumulative alert history as a JSON list, oldest first, at most ``max_alert_chars``:
         every pending or firing alert is kept; the oldest resolved ones are left out first, counted in
-        a leading ``{"omitted_resolved": n}``."""
-        cap = self.caps["alerts"]
-        entries = self._alert_entries()
-        texts = [t for _, t in entries]
-        lens = list(map(len, texts))
-        room = cap - 40  # space for the marker
-        if 2 + len(lens) + sum(lens) <= room:   # every alert fits (the loop below would keep each one)
-            return "[" + ",".join(texts) + "]"
-        keep = [state == "pending" or state == "firing" for state, _ in entries]
-        size = 2 + sum(compress(lens, keep)) + sum(keep)   # every pending or firing alert
-        omitted = 0
-        for i in range(len(entries) - 1, -1, -1):   # then resolved ones, newest first, while room
-            if keep[i]:
-                continue
-            n = lens[i] + 1
-            if size + n <= room:
-                keep[i] = True
-                size += n
-                continue
-            omitted = (i + 1) - sum(keep[:i + 1])   # this one and every older resolved one
-            break
-        kept = list(compress(texts, keep))
-        if omitted:
-            kept.insert(0, dumps({"omitted_resolved": omitted}))
-        return bounded_json_list(kept, cap)
+        a leading ``{"omitted_resolved": n}`` (`AlertRows.alerts_json`; `alerts_json_of` is its definition)."""
+        return self._alert_rows_now().alerts_json(self.caps["alerts"])
 
     def _obs(self) -> dict[str, Any]:
         m = self.marathon
@@ -436,7 +417,7 @@ class SREMarathonEnv(gym.Env):
         m = state.pop("marathon")
         state["_alert_cache"] = {}
         state["_alert_pos"] = 0
-        state["_alert_rows"] = ([], [], {})
+        state["_alert_rows"] = AlertRows()
         state["_replay_config"] = None if m is None else m.config
         return state
 
@@ -460,6 +441,135 @@ class SREMarathonEnv(gym.Env):
                 m.end_invocation(op[1], op[2])
                 if not m.advance_to_next_invocation():
                     m.finish()
+
+
+def _is_active(state: Any) -> bool:
+    return state == "pending" or state == "firing"
+
+
+def alerts_json_of(entries: list[tuple[Any, str]], cap: int) -> str:
+    """The observation's alert list from (state, JSON text) entries in history order, at most ``cap`` characters:
+    every pending or firing alert is kept; then resolved ones, newest first, while they fit in ``cap - 40``; the
+    first that does not fit and every older resolved one are left out, counted in a leading
+    ``{"omitted_resolved": n}`` (the definition `AlertRows.alerts_json` keeps up incrementally).
+
+    >>> e = [("resolved", '"' + "a" * 30 + '"'), ("firing", '"f"'), ("resolved", '"' + "b" * 30 + '"')]
+    >>> alerts_json_of(e, 1000) == "[" + ",".join(t for _, t in e) + "]"
+    True
+    >>> alerts_json_of(e, 80)
+    '[{"omitted_resolved":1},"f","bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"]'
+    """
+    texts = [t for _, t in entries]
+    lens = list(map(len, texts))
+    room = cap - 40  # space for the marker
+    if 2 + len(lens) + sum(lens) <= room:   # every alert fits (the loop below would keep each one)
+        return "[" + ",".join(texts) + "]"
+    keep = [_is_active(state) for state, _ in entries]
+    size = 2 + sum(compress(lens, keep)) + sum(keep)   # every pending or firing alert
+    omitted = 0
+    for i in range(len(entries) - 1, -1, -1):   # then resolved ones, newest first, while room
+        if keep[i]:
+            continue
+        n = lens[i] + 1
+        if size + n <= room:
+            keep[i] = True
+            size += n
+            continue
+        omitted = (i + 1) - sum(keep[:i + 1])   # this one and every older resolved one
+        break
+    kept = list(compress(texts, keep))
+    if omitted:
+        kept.insert(0, dumps({"omitted_resolved": omitted}))
+    return bounded_json_list(kept, cap)
+
+
+class AlertRows:
+    """The observation's alert entries, (state, JSON text) in history order, keyed by alert, with what
+    `alerts_json_of` reads kept up to date as entries are put or appended: the texts, which are pending or firing,
+    the room each resolved one takes, and the sums. `alerts_json` then needs no pass in Python over the entries:
+    the cut among the resolved ones is a bisection of their running room, newest first (C passes).
+
+    >>> rows = AlertRows.of([("resolved", '"' + "a" * 30 + '"'), ("firing", '"f"'), ("resolved", '"' + "b" * 30 + '"')])
+    >>> rows.alerts_json(80) == alerts_json_of(rows.entries, 80)
+    True
+    >>> rows.put(0, ("pending", '"p"')); rows.alerts_json(80), rows.alerts_json(80) == alerts_json_of(rows.entries, 80)
+    ('[{"omitted_resolved":1},"p","f"]', True)
+    """
+
+    __slots__ = ("keys", "entries", "at", "texts", "active", "room", "total", "active_size")
+
+    def __init__(self) -> None:
+        self.keys: list = []                          # alert keys in history order
+        self.entries: list[tuple[Any, str]] = []      # their (state, text)
+        self.at: dict = {}                            # key -> place
+        self.texts: list[str] = []
+        self.active: list[bool] = []                  # pending or firing
+        self.room: list[int] = []                     # len(text) + 1 of a resolved entry, 0 of an active one
+        self.total = 0                                # sum of len(text)
+        self.active_size = 0                          # sum of len(text) + 1 over the active ones
+
+    @classmethod
+    def of(cls, entries: list[tuple[Any, str]]) -> "AlertRows":
+        rows = cls()
+        for i, e in enumerate(entries):
+            rows.append(i, e)
+        return rows
+
+    def clear(self) -> None:
+        self.__init__()
+
+    def append(self, key: Any, entry: tuple[Any, str]) -> None:
+        self.at[key] = len(self.keys)
+        self.keys.append(key)
+        self.entries.append(entry)
+        text = entry[1]
+        self.texts.append(text)
+        n = len(text)
+        self.total += n
+        if _is_active(entry[0]):
+            self.active.append(True)
+            self.room.append(0)
+            self.active_size += n + 1
+        else:
+            self.active.append(False)
+            self.room.append(n + 1)
+
+    def put(self, i: int, entry: tuple[Any, str]) -> None:
+        """Entry ``i`` is now ``entry``."""
+        old = self.texts[i]
+        text = entry[1]
+        self.entries[i] = entry
+        self.texts[i] = text
+        n = len(text)
+        self.total += n - len(old)
+        if self.active[i]:
+            self.active_size -= len(old) + 1
+        if _is_active(entry[0]):
+            self.active[i] = True
+            self.room[i] = 0
+            self.active_size += n + 1
+        else:
+            self.active[i] = False
+            self.room[i] = n + 1
+
+    def alerts_json(self, cap: int) -> str:
+        """``alerts_json_of(self.entries, cap)``."""
+        texts = self.texts
+        n = len(texts)
+        room = cap - 40
+        if 2 + n + self.total <= room:
+            return "[" + ",".join(texts) + "]"
+        # resolved ones newest first while their running room fits (active ones take none): the first that does
+        # not is entry i0 (the newest entry when even the active ones do not fit); it and every older resolved one
+        # are left out
+        j = bisect_right(list(accumulate(reversed(self.room))), room - 2 - self.active_size)
+        i0 = n - 1 - j
+        older_active = list(compress(texts[:i0 + 1], self.active[:i0 + 1]))
+        omitted = i0 + 1 - len(older_active)
+        kept = older_active + texts[i0 + 1:]
+        if omitted:
+            kept.insert(0, dumps({"omitted_resolved": omitted}))
+        return bounded_json_list(kept, cap)
 
 
 def render_text(raw: dict[str, Any], max_chars: int = 24000, tool_names: list[str] | None = None) -> str:

@@ -80,6 +80,9 @@ def instrument_marathon(m: Any, timers: Timers) -> None:
     timers.wrap(m.driver, "tick", "tick")
     timers.wrap(m.alert_engine, "evaluate_until", "alerts")
     timers.wrap(m.recorder, "append", "recording")
+    for name in ("append_tick", "append_alert"):   # the run loop's tick and alert records, from their parts
+        if hasattr(m.recorder, name):
+            timers.wrap(m.recorder, name, "recording")
     timers.wrap(m.scorer, "feed", "reward")
     timers.wrap(m, "finish", "reward")   # final score(records) replay (+ sealing, a few records)
 

@@ -554,14 +554,14 @@ class Marathon:
     def _run_until(self, t_end: float) -> None:
         """Run ticks from now to ``t_end``, then evaluate alerts over them; record in order."""
         cfg = self.config
-        ticks: list[tuple[float, dict]] = []
+        ticks: list[tuple[float, Any, dict, list]] = []
         t = self.now
         self.driver.plan_until(t_end)
+        tick = self.driver.tick
         while t + cfg.tick_s <= t_end + 1e-9:
             t = round(t + cfg.tick_s, 6)
-            ev, probes, events = self.driver.tick(t)
-            entry = {k: _count(getattr(ev, k)) for k in ("total", "failed", "slow", "degraded")}
-            ticks.append((t, {"t": t, "entry": entry, "faults": probes, "events": events}))
+            ev, probes, events = tick(t)
+            ticks.append((t, ev, probes, events))
         self.now = t
         transitions = self.alert_engine.evaluate_until(t)
         by_t: dict[float, list] = {}
@@ -569,13 +569,19 @@ class Marathon:
             if tr.state == "inactive":  # pending that never fired: not a bundle alert state
                 continue
             by_t.setdefault(float(tr.t), []).append(tr)
-        for tt, data in ticks:
-            self._append("tick", tt, data)
-            for tr in by_t.pop(tt, ()):
-                labels = dict(tr.labels)
-                self._append("alert", tt, {"t": tt, "alertname": tr.alertname, "labels": labels,
-                                           "fingerprint": tr.fingerprint, "state": tr.state,
-                                           "severity": labels.get("severity")})
+        # the records from their parts (`Recorder.append_tick` / `append_alert`: the records of ``append("tick", t,
+        # {"t": t, "entry": {counts}, "faults": probes, "events": events})`` and ``append("alert", t, {"t": t,
+        # "alertname": ..., "labels": dict(tr.labels), ..., "severity": labels.get("severity")})``); the driver's
+        # probes and events of a tick and a transition's labels are fresh, handed over to the records
+        rec, feed = self.recorder, self.scorer.feed
+        append_tick, append_alert = rec.append_tick, rec.append_alert
+        for tt, ev, probes, events in ticks:
+            feed(append_tick(tt, _count(ev.total), _count(ev.failed), _count(ev.slow), _count(ev.degraded), probes,
+                             events))
+            if by_t:
+                for tr in by_t.pop(tt, ()):
+                    labels = tr.labels if type(tr.labels) is dict else dict(tr.labels)
+                    feed(append_alert(tt, tr.alertname, labels, tr.fingerprint, tr.state, labels.get("severity")))
         for tt in sorted(by_t):  # transitions at times without a tick record (not expected): keep order
             for tr in by_t[tt]:
                 rt = max(tt, self.now)
@@ -633,7 +639,7 @@ class Marathon:
                 c["result_digest"] = hashlib.sha256(text.encode()).hexdigest()
                 c["result"] = text[:RESULT_CHARS_IN_BUNDLE]
             calls.append(c)
-        used = sum(r.cost_s for r in results)
+        used = float(sum(r.cost_s for r in results))   # (0.0 without calls: what the record's float field holds)
         self._append("invocation", t, {"index": inv, "t": t, "calls": calls, "budget_used_s": used, "error": error})
         for r in results:
             inc = r.as_incident_op()

@@ -46,10 +46,29 @@ def _envelope(data_json: str, kind: str, prev: str, seq: int, t: float) -> tuple
     if not math.isfinite(t):
         raise CanonicalError(f"not canonical JSON: t={t!r}")
     t_json = float.__repr__(t)  # what the JSON encoder writes for a finite float
-    body = f'{{"data":{data_json},"kind":{kind_json},"prev":"{prev}","seq":{seq},"t":{t_json}}}'
-    h = sha256_hex(body)
-    line = f'{{"data":{data_json},"hash":"{h}","kind":{kind_json},"prev":"{prev}","seq":{seq},"t":{t_json}}}'
-    return line, h
+    h = chain_hash(data_json, kind_json, prev, seq, t_json)
+    return chain_line(data_json, h, kind_json, prev, seq, t_json), h
+
+
+def chain_hash(data_json: str, kind_json: str, prev: str, seq: int, t_json: str) -> str:
+    """The hash of a record from the canonical texts of its parts (``kind_json``, ``t_json``: the JSON of the kind
+    and of the finite float time; `_envelope` is the checked form).
+
+    >>> line, h = record_line(3, "tick", 15.0, {"a": 1}, GENESIS)
+    >>> chain_hash('{"a":1}', '"tick"', GENESIS, 3, "15.0") == h
+    True
+    """
+    return sha256_hex(f'{{"data":{data_json},"kind":{kind_json},"prev":"{prev}","seq":{seq},"t":{t_json}}}')
+
+
+def chain_line(data_json: str, h: str, kind_json: str, prev: str, seq: int, t_json: str) -> str:
+    """A record's canonical line from the texts of its parts and its hash (`chain_hash`).
+
+    >>> line, h = record_line(3, "tick", 15.0, {"a": 1}, GENESIS)
+    >>> chain_line('{"a":1}', h, '"tick"', GENESIS, 3, "15.0") == line
+    True
+    """
+    return f'{{"data":{data_json},"hash":"{h}","kind":{kind_json},"prev":"{prev}","seq":{seq},"t":{t_json}}}'
 
 
 def record_line(seq: int, kind: str, t: float, data: dict[str, Any], prev: str) -> tuple[str, str]:
@@ -137,8 +156,23 @@ def tick_json(d: dict) -> str | None:
                     ',"total":', _frepr(tot), '},"events":', ev_json, ',"faults":', f_json, ',"t":', _frepr(t), "}"))
 
 
+def invocation_json(d: dict) -> str | None:
+    """``dumps(d)`` of an invocation record's plain data without calls (``schema.dump_plain("invocation", ...)``);
+    None when a float is not finite.
+
+    >>> d = {"index": 2, "t": 240.0, "calls": [], "budget_used_s": 0.0, "error": "bad \u00e9"}
+    >>> invocation_json(d) == dumps(d)
+    True
+    """
+    t, used, err = d["t"], d["budget_used_s"], d["error"]
+    if not (_finite(t) and _finite(used)):
+        return None
+    return "".join(('{"budget_used_s":', _frepr(used), ',"calls":[],"error":', "null" if err is None else _esc(err),
+                    ',"index":', int.__repr__(d["index"]), ',"t":', _frepr(t), "}"))
+
+
 #: the fast encoders by record kind
-PLAIN_JSON = {"alert": alert_json, "tick": tick_json}
+PLAIN_JSON = {"alert": alert_json, "tick": tick_json, "invocation": invocation_json}
 
 
 _FIELDS = frozenset(("data", "hash", "kind", "prev", "seq", "t"))

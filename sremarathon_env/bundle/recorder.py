@@ -28,8 +28,15 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from .canonical import GENESIS, PLAIN_JSON, CanonicalError, _envelope, dumps, record_line, sha256_hex
-from .schema import FORMAT, KINDS, PLAIN_WITH_JSON, dump_plain, validate_data
+from .canonical import (GENESIS, PLAIN_JSON, CanonicalError, _envelope, chain_hash, chain_line, dumps, record_line,
+                        sha256_hex)
+from .schema import (FORMAT, KINDS, PLAIN_WITH_JSON, alert_head, dump_plain, events_json, faults_json, plain_events,
+                     validate_data)
+
+#: the tests set it: every record of `Recorder.append_tick` / `append_alert` is compared with its definition
+CHECK_ENCODED = False
+_frepr = float.__repr__   # what the JSON encoder writes for a finite float
+_STATE_JSON = {s: '"%s"' % s for s in ("pending", "firing", "resolved")}
 
 RECORDS_FILE = "records.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -120,6 +127,9 @@ class Recorder:
         self.final_t = 0.0
         self.manifest: Manifest | None = None
         self._fd: int | None = None
+        self._faults: dict | None = None   # the faults of the last `append_tick` record, and their text
+        self._faults_json = "{}"
+        self._heads: dict[str, tuple] = {}   # fingerprint -> (alert text up to the state, name, labels, severity)
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
             if (self.path / RECORDS_FILE).exists() or (self.path / MANIFEST_FILE).exists():
@@ -179,13 +189,109 @@ class Recorder:
             raise BundleError(f"{kind} record: {e}", seq=seq) from None
         return self._add(seq, kind, t, data, (line, h))
 
+    # -- the run loop's hot kinds, from their parts ----------------------------------------------------
+    def append_tick(self, t: float, total: float, failed: float, slow: float, degraded: float, faults: dict,
+                    events: list) -> Record:
+        """``append("tick", t, {"t": t, "entry": {"total": total, "failed": failed, "slow": slow, "degraded":
+        degraded}, "faults": faults, "events": events})``: the same record, built from the parts. ``faults`` (and
+        ``events`` when empty) become the record's data (the caller hands them over and leaves them as they are);
+        plain data (float times and counts, str fault ids, bool probes) is encoded from pre-encoded pieces, and a
+        ``faults`` equal to the previous tick record's (most ticks: the same faults and verdicts) takes that one's
+        text. Anything else takes `append` (which copies, coerces or reports).
+
+        >>> a, b = Recorder(None), Recorder(None)
+        >>> probes = {"F1": {"active": True, "probe_ok": False, "artifact_ok": True}}
+        >>> r = a.append_tick(15.0, 10.0, 1.0, 0.0, 0.0, probes, [])
+        >>> d = {"t": 15.0, "entry": {"total": 10.0, "failed": 1.0, "slow": 0.0, "degraded": 0.0},
+        ...      "faults": {"F1": {"active": True, "probe_ok": False, "artifact_ok": True}}, "events": []}
+        >>> r == b.append("tick", 15.0, d)
+        True
+        """
+        if (self.manifest is None and type(t) is float and t >= self.final_t and t - t == 0.0
+                and type(total) is float and type(failed) is float and type(slow) is float
+                and type(degraded) is float and total - total == 0.0 and failed - failed == 0.0
+                and slow - slow == 0.0 and degraded - degraded == 0.0 and type(faults) is dict
+                and type(events) is list):
+            if faults is self._faults:   # (the last record's own dict handed over again: the record gets a copy)
+                faults = {k: dict(p) if type(p) is dict else p for k, p in faults.items()}
+            f_json = self._faults_json if faults == self._faults else faults_json(faults)
+            ev = plain_events(events) if events else events
+            if f_json is not None and ev is not None:
+                ev_json = "[]" if not ev else events_json(ev)
+                self._faults, self._faults_json = faults, f_json
+                t_json = _frepr(t)
+                data_json = "".join(('{"entry":{"degraded":', _frepr(degraded), ',"failed":', _frepr(failed),
+                                     ',"slow":', _frepr(slow), ',"total":', _frepr(total), '},"events":', ev_json,
+                                     ',"faults":', f_json, ',"t":', t_json, "}"))
+                data = {"t": t, "entry": {"total": total, "failed": failed, "slow": slow, "degraded": degraded},
+                        "faults": faults, "events": ev}
+                return self._add_encoded("tick", '"tick"', t, t_json, data, data_json)
+        return self.append("tick", t, {"t": t, "entry": {"total": total, "failed": failed, "slow": slow,
+                                                          "degraded": degraded}, "faults": faults, "events": events})
+
+    def append_alert(self, t: float, alertname: str, labels: dict, fingerprint: str, state: str,
+                     severity: str | None) -> Record:
+        """``append("alert", t, {"t": t, "alertname": alertname, "labels": labels, "fingerprint": fingerprint,
+        "state": state, "severity": severity})``: the same record, built from the parts. ``labels`` becomes the
+        record's (handed over, left as it is). The text up to the state is kept per fingerprint with the name,
+        labels and severity it was made for (taken again only for equal ones: one text per alert of the run).
+        Anything not plain takes `append`.
+
+        >>> a, b = Recorder(None), Recorder(None)
+        >>> r = a.append_alert(30.0, "X", {"alertname": "X", "severity": "page"}, "f1", "firing", "page")
+        >>> r == b.append("alert", 30.0, {"t": 30.0, "alertname": "X", "labels": {"alertname": "X",
+        ...                               "severity": "page"}, "fingerprint": "f1", "state": "firing",
+        ...                               "severity": "page"})
+        True
+        """
+        state_json = _STATE_JSON.get(state) if type(state) is str else None
+        if (state_json is not None and self.manifest is None and type(t) is float and t >= self.final_t
+                and t - t == 0.0 and type(labels) is dict):
+            hit = self._heads.get(fingerprint) if type(fingerprint) is str else None
+            if hit is None or hit[1] != alertname or hit[3] != severity or hit[2] != labels:
+                head = alert_head(alertname, fingerprint, labels, severity)
+                hit = None if head is None else (head, alertname, labels, severity)
+                if hit is not None:
+                    self._heads[fingerprint] = hit
+            if hit is not None:
+                t_json = _frepr(t)
+                data = {"t": t, "alertname": alertname, "labels": labels, "fingerprint": fingerprint, "state": state,
+                        "severity": severity}
+                return self._add_encoded("alert", '"alert"', t, t_json, data,
+                                         hit[0] + state_json + ',"t":' + t_json + "}")
+        return self.append("alert", t, {"t": t, "alertname": alertname, "labels": labels, "fingerprint": fingerprint,
+                                        "state": state, "severity": severity})
+
+    def _add_encoded(self, kind: str, kind_json: str, t: float, t_json: str, data: dict, data_json: str) -> Record:
+        """Chain a record given as its plain data and canonical texts (`append_tick`, `append_alert`); the line is
+        made only for a bundle on disk. `CHECK_ENCODED` holds each to the definitions (`dump_plain`, `dumps`)."""
+        if CHECK_ENCODED:
+            plain = dump_plain(kind, data)
+            if plain is None or plain != data or dumps(plain) != data_json or t_json != dumps(t):
+                raise AssertionError(f"encoded {kind} record differs from its definition: {data!r} {data_json!r}")
+        seq = len(self.records)
+        h = chain_hash(data_json, kind_json, self.head, seq, t_json)
+        if self._fd is not None:
+            self._write(chain_line(data_json, h, kind_json, self.head, seq, t_json))
+        rec = Record(seq, kind, t, data, self.head, h)
+        self.records.append(rec)
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.head = h
+        self.final_t = t
+        for fn in self.listeners:
+            fn(rec)
+        return rec
+
+    def _write(self, line: str) -> None:
+        buf = (line + "\n").encode("ascii")
+        while buf:
+            n = os.write(self._fd, buf)
+            buf = buf[n:]
+
     def _add(self, seq: int, kind: str, t: float, data: dict, line_hash: tuple[str, str]) -> Record:
         line, h = line_hash
         if self._fd is not None:
-            buf = (line + "\n").encode("ascii")
-            while buf:
-                n = os.write(self._fd, buf)
-                buf = buf[n:]
+            self._write(line)
         rec = Record(seq, kind, t, data, self.head, h)
         self.records.append(rec)
         self.counts[kind] = self.counts.get(kind, 0) + 1

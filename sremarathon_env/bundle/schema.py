@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .canonical import invocation_json
+
 FORMAT = "sremarathon-bundle/1"
 
 
@@ -324,7 +326,21 @@ def _plain_events(events_in) -> list | None:
     return events
 
 
-_PLAIN = {"alert": _plain_alert, "tick": _plain_tick}
+_INVOCATION_KEYS = frozenset(("index", "t", "calls", "budget_used_s", "error"))
+
+
+def _plain_invocation(d: dict) -> dict | None:
+    """An invocation without calls (the hot case: a no-op step), when its five fields are all given and plain."""
+    if d.keys() != _INVOCATION_KEYS:
+        return None
+    idx, t, calls, used, err = d["index"], d["t"], d["calls"], d["budget_used_s"], d["error"]
+    if (type(idx) is not int or type(t) is not float or type(calls) is not list or calls or type(used) is not float
+            or (err is not None and type(err) is not str)):
+        return None
+    return {"index": idx, "t": t, "calls": [], "budget_used_s": used, "error": err}
+
+
+_PLAIN = {"alert": _plain_alert, "tick": _plain_tick, "invocation": _plain_invocation}
 
 
 # -- the plain data and its canonical JSON in one pass -----------------------------------------------------------
@@ -440,12 +456,7 @@ def plain_tick_json(d: dict) -> tuple[dict, str] | None:
     events = _plain_events(d.get("events", []))
     if events is None:
         return None
-    if events:
-        ev_json = "[" + ",".join(['{"aliases":[' + ",".join([_esc(a) for a in ev["aliases"]]) + '],"detail":'
-                                  + _esc(ev["detail"]) + ',"event":' + _esc(ev["event"]) + ',"instance_id":'
-                                  + _esc(ev["instance_id"]) + "}" for ev in events]) + "]"
-    else:
-        ev_json = "[]"
+    ev_json = events_json(events) if events else "[]"
     return ({"t": t, "entry": {"total": tot, "failed": fail, "slow": slow, "degraded": deg}, "faults": faults,
              "events": events},
             "".join(('{"entry":{"degraded":', _frepr(deg), ',"failed":', _frepr(fail), ',"slow":', _frepr(slow),
@@ -453,13 +464,103 @@ def plain_tick_json(d: dict) -> tuple[dict, str] | None:
                      "}")))
 
 
+def faults_json(faults: dict) -> str | None:
+    """The canonical JSON of a tick record's ``faults`` when they are plain (str ids, probes of exactly the three
+    bool verdicts), else None.
+
+    >>> from .canonical import dumps
+    >>> f = {"F2": {"active": True, "probe_ok": False, "artifact_ok": True},
+    ...      "F1": {"active": False, "probe_ok": True, "artifact_ok": True}}
+    >>> faults_json(f) == dumps(f), faults_json({"F1": {"active": 1, "probe_ok": True, "artifact_ok": True}})
+    (True, None)
+    """
+    if not faults:
+        return "{}"
+    texts = []
+    try:
+        for k, p in faults.items():
+            if type(k) is not str or type(p) is not dict or len(p) != 3:
+                return None
+            a, ok, art = p["active"], p["probe_ok"], p["artifact_ok"]
+            if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
+                return None
+            texts.append((k, _PROBE_JSON[a, ok, art]))
+    except KeyError:
+        return None
+    texts.sort()   # (keys are distinct: the order of the keys)
+    key_json = _KEY_JSON
+    parts = []
+    for k, x in texts:
+        kj = key_json.get(k)
+        if kj is None:
+            if len(key_json) >= KEY_JSON_MAX:
+                key_json.clear()
+            kj = key_json[k] = _esc(k) + ":"
+        parts.append(kj + x)
+    return "{" + ",".join(parts) + "}"
+
+
+def alert_head(alertname: str, fingerprint: str, labels: dict, severity: str | None) -> str | None:
+    """An alert record's canonical JSON up to its state (``...,"state":``) when the parts are plain (str name,
+    fingerprint and label keys and values; severity str or None), else None.
+
+    >>> from .canonical import alert_json
+    >>> d = {"t": 30.0, "alertname": "X", "labels": {"b": "2", "a": "1"}, "fingerprint": "f", "state": "firing",
+    ...      "severity": None}
+    >>> alert_head("X", "f", d["labels"], None) + '"firing","t":30.0}' == alert_json(d)
+    True
+    """
+    if (type(alertname) is not str or type(fingerprint) is not str or type(labels) is not dict
+            or (severity is not None and type(severity) is not str)):
+        return None
+    items = sorted(labels.items())
+    for k, v in items:
+        if type(k) is not str or type(v) is not str:
+            return None
+    return "".join(('{"alertname":', _esc(alertname), ',"fingerprint":', _esc(fingerprint), ',"labels":{',
+                    ",".join([_esc(k) + ":" + _esc(v) for k, v in items]),
+                    '},"severity":', "null" if severity is None else _esc(severity), ',"state":'))
+
+
+#: a tick's orchestrator events as plain dicts (fresh containers, every key), or None where one is not plain
+plain_events = _plain_events
+
+
+def events_json(events: list[dict]) -> str:
+    """The canonical JSON of plain events (`plain_events`' output: the four keys, str values, a list of str aliases).
+
+    >>> from .canonical import dumps
+    >>> ev = plain_events([{"instance_id": "F1", "event": "injected", "aliases": ["a\u00e9"]}, {"instance_id": "F2",
+    ...                    "event": "reverted"}])
+    >>> events_json(ev) == dumps(ev)
+    True
+    """
+    return "[" + ",".join(['{"aliases":[' + ",".join([_esc(a) for a in ev["aliases"]]) + '],"detail":'
+                           + _esc(ev["detail"]) + ',"event":' + _esc(ev["event"]) + ',"instance_id":'
+                           + _esc(ev["instance_id"]) + "}" for ev in events]) + "]"
+
+
+def plain_invocation_json(d: dict) -> tuple[dict, str] | None:
+    """``(p, canonical.invocation_json(p))`` with ``p = _plain_invocation(d)``; None where either is None.
+
+    >>> d = {"index": 3, "t": 360.0, "calls": [], "budget_used_s": 0.0, "error": None}
+    >>> from .canonical import invocation_json
+    >>> plain_invocation_json(d) == (_plain_invocation(d), invocation_json(_plain_invocation(d)))
+    True
+    """
+    p = _plain_invocation(d)
+    text = None if p is None else invocation_json(p)
+    return None if text is None else (p, text)
+
+
 #: the one-pass plain data and text of the hot kinds (`Recorder` takes it first; None: `dump_plain` and
 #: `canonical.PLAIN_JSON`, the definitions)
-PLAIN_WITH_JSON = {"alert": plain_alert_json, "tick": plain_tick_json}
+PLAIN_WITH_JSON = {"alert": plain_alert_json, "tick": plain_tick_json, "invocation": plain_invocation_json}
 
 
 def dump_plain(kind: str, data: Any) -> dict | None:
-    """``validate_data(kind, data).model_dump(mode="json")`` for the hot kinds (``alert``, ``tick``) when ``data``
+    """``validate_data(kind, data).model_dump(mode="json")`` for the hot kinds (``alert``, ``tick``, an ``invocation``
+    without calls) when ``data``
     is plain data of exactly the model's types (dicts, lists, str, float, bool: nothing to coerce), built without
     pydantic (fresh containers, the same key order); None for anything else, which then takes the model's path
     (it coerces or reports what is wrong).

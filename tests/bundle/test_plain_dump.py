@@ -63,6 +63,13 @@ ticks = st.builds(
     st.one_of(st.just({}), st.builds(lambda f: {"faults": f}, st.dictionaries(text, probe, max_size=3))),
     st.one_of(st.just({}), st.builds(lambda e: {"events": e}, st.lists(event, max_size=3))), mods)
 
+invocations = st.builds(
+    lambda idx, t, calls, used, err, m: _maybe({"index": idx, "t": t, "calls": calls, "budget_used_s": used,
+                                                "error": err}, m),
+    mostly(st.integers(0, 50), st.one_of(st.booleans(), st.floats(0, 3))), f_num,
+    mostly(st.just([]), st.one_of(st.just([{"tool": "x", "ok": True}]), st.just(()))),
+    mostly(exact_float, st.integers(0, 3)), mostly(st.one_of(st.none(), text)), mods)
+
 
 def _same(a, b) -> bool:
     """Equal values (NaN equal to NaN) in the same key order, recursively."""
@@ -138,6 +145,12 @@ def test_tick_plain_dump_equals_model(data):
     _check("tick", data)
 
 
+@settings(max_examples=400, deadline=None)
+@given(invocations)
+def test_invocation_plain_dump_equals_model(data):
+    _check("invocation", data)
+
+
 def test_plain_path_is_taken_for_run_loop_shapes_and_refuses_coercions():
     alert = {"t": 30.0, "alertname": "HighErrorRate", "labels": {"service": "cart", "alertname": "HighErrorRate"},
              "fingerprint": "ab12", "state": "firing", "severity": "warning"}
@@ -149,6 +162,10 @@ def test_plain_path_is_taken_for_run_loop_shapes_and_refuses_coercions():
     assert dump_plain("tick", {**tick, "t": 15}) is None                     # an int the model makes a float
     assert dump_plain("tick", {**tick, "events": tuple(tick["events"])}) is None
     assert dump_plain("alert", {**alert, "state": "inactive"}) is None
+    inv = {"index": 3, "t": 360.0, "calls": [], "budget_used_s": 0.0, "error": None}
+    assert _check("invocation", inv)                                          # a no-op step's invocation
+    assert dump_plain("invocation", {**inv, "budget_used_s": 0}) is None      # an int the model makes a float
+    assert dump_plain("invocation", {**inv, "calls": [{"tool": "x"}]}) is None   # calls: the model's path
     assert dump_plain("incident", {"t": 1.0}) is None
 
 

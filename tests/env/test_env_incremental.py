@@ -58,14 +58,14 @@ def _entries_alerts_json(entries: list[tuple], cap: int) -> str:
 
 
 def test_alerts_json_equals_its_first_form_on_random_entries():
-    """The shortcut (everything fits) and the compressed passes give the first form's text, at and around the
-    boundaries (a total exactly at the room, one over it), with states the engine never gives too."""
+    """The definition (`alerts_json_of`: the shortcut when everything fits, compressed passes) and `AlertRows` built
+    from the entries give the first form's text, at and around the boundaries (a total exactly at the room, one over
+    it), with states the engine never gives too."""
     import random
 
-    from sremarathon_env.env import SREMarathonEnv
+    from sremarathon_env.env import AlertRows, alerts_json_of
 
     rng = random.Random(5)
-    env = SREMarathonEnv.__new__(SREMarathonEnv)
     taken = {"all": 0, "cut": 0}
     for case in range(3000):
         n = rng.choice([0, 1, 2, 5, 20, 60])
@@ -73,12 +73,41 @@ def test_alerts_json_equals_its_first_form_on_random_entries():
                     dumps({"i": i, "x": "a" * rng.randint(0, 40)})) for i in range(n)]
         total = 2 + sum(len(t) + 1 for _, t in entries)
         cap = rng.choice([total + 40, total + 39, total + 41, rng.randint(0, total + 80), 10, 42, 65536])
-        env.caps = {"alerts": cap}
-        env._alert_entries = lambda entries=entries: entries
-        got = env._alerts_json()
-        assert got == _entries_alerts_json(entries, cap), (case, cap)
+        want = _entries_alerts_json(entries, cap)
+        assert alerts_json_of(entries, cap) == want, (case, cap)
+        assert AlertRows.of(entries).alerts_json(cap) == want, (case, cap)
         taken["all" if total <= cap - 40 else "cut"] += 1
     assert min(taken.values()) > 300, taken
+
+
+def test_alert_rows_kept_up_by_puts_and_appends_equal_the_definition():
+    """`AlertRows` changed in place (entries put with other states and texts, entries appended) gives the
+    definition's text of its entries after every change, at caps that cut anywhere (the sums it keeps, the room of
+    each resolved entry and the bisection of their running room, newest first)."""
+    import random
+
+    from sremarathon_env.env import AlertRows, alerts_json_of
+
+    rng = random.Random(7)
+    taken = {"cut": 0, "all": 0, "none_kept": 0}
+    for case in range(300):
+        rows = AlertRows()
+        for step in range(rng.randint(1, 60)):
+            entry = (rng.choice(["pending", "firing", "resolved", "resolved", "resolved", None]),
+                     dumps({"s": step, "x": "b" * rng.randint(0, 60)}))
+            if rows.entries and rng.random() < 0.6:
+                rows.put(rng.randrange(len(rows.entries)), entry)
+            else:
+                rows.append((case, step), entry)
+            assert rows.texts == [t for _, t in rows.entries]
+            total = 2 + sum(len(t) + 1 for t in rows.texts)
+            for cap in (rng.randint(0, total + 60), total + 40, total + 39, 60):
+                want = alerts_json_of(rows.entries, cap)
+                assert rows.alerts_json(cap) == want == _entries_alerts_json(rows.entries, cap), (case, step, cap)
+                taken["all" if total <= cap - 40 else "cut"] += 1
+                taken["none_kept"] += want.startswith('[{"omitted_resolved"') and not any(
+                    s == "resolved" for s, t in rows.entries if t in want)
+    assert min(taken.values()) > 100, taken
 
 
 class _Engine:
@@ -101,7 +130,7 @@ def test_alert_entries_kept_between_steps_equal_the_history_each_step():
     import random
     from types import SimpleNamespace
 
-    from sremarathon_env.env import SREMarathonEnv
+    from sremarathon_env.env import AlertRows, SREMarathonEnv
 
     rng = random.Random(11)
     taken = {"inserted": 0, "changed": 0}
@@ -109,7 +138,7 @@ def test_alert_entries_kept_between_steps_equal_the_history_each_step():
         eng = _Engine()
         env = SREMarathonEnv.__new__(SREMarathonEnv)
         env.marathon = SimpleNamespace(alert_engine=eng)
-        env._alert_cache, env._alert_pos, env._alert_rows = {}, 0, ([], [], {})
+        env._alert_cache, env._alert_pos, env._alert_rows = {}, 0, AlertRows()
         for step in range(rng.randint(1, 50)):
             for _ in range(rng.choice([0, 0, 1, 2, 5])):
                 if not eng.keys or rng.random() < 0.5:   # a new alert, mostly at the end
