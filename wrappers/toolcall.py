@@ -28,7 +28,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from sremarathon_env.env import CHARSET, bounded_text, dumps, parse_action, render_text, sanitize
+from sremarathon_env.env import CHARSET, parse_action, render_text, sanitize
+from sremarathon_env.observation import bounded_text, dumps
 
 END = "end_invocation"
 

@@ -49,7 +49,7 @@ def fingerprint(labels: dict[str, str]) -> str:
     return h.hexdigest()[:16]
 
 
-#: the env's JSON form (``sremarathon_env.env.dumps``): sorted keys, compact, ASCII, anything else as a string
+#: the env's JSON form (``sremarathon_env.observation.dumps``): sorted keys, compact, ASCII, anything else as a string
 _JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
 _DICT_KEYS = ("alertname", "labels", "annotations", "fingerprint", "state", "value", "active_at", "first_pending_at",
               "first_firing_at", "firing_since", "resolved_at", "episodes")

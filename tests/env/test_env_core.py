@@ -13,7 +13,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import sremarathon_env
-from sremarathon_env.env import SREMarathonEnv, bounded_json_list, exact_final_reward, parse_action
+from sremarathon_env.env import SREMarathonEnv, exact_final_reward, parse_action
+from sremarathon_env.observation import bounded_json_list
 from sremarathon_env.registration import IDS
 
 SHORT = dict(injection_s=480, observation_s=240)       # 6 invocations

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import sremarathon_env  # noqa: F401
-from sremarathon_env.env import bounded_json_list, dumps
+from sremarathon_env.observation import bounded_json_list, dumps
 from sremarathon_env.registration import IDS
 
 
@@ -63,7 +63,7 @@ def test_alerts_json_equals_its_first_form_on_random_entries():
     it), with states the engine never gives too."""
     import random
 
-    from sremarathon_env.env import AlertRows, alerts_json_of
+    from sremarathon_env.observation import AlertRows, alerts_json_of
 
     rng = random.Random(5)
     taken = {"all": 0, "cut": 0}
@@ -86,7 +86,7 @@ def test_alert_rows_kept_up_by_puts_and_appends_equal_the_definition():
     each resolved entry and the bisection of their running room, newest first)."""
     import random
 
-    from sremarathon_env.env import AlertRows, alerts_json_of
+    from sremarathon_env.observation import AlertRows, alerts_json_of
 
     rng = random.Random(7)
     taken = {"cut": 0, "all": 0, "none_kept": 0}
@@ -130,7 +130,8 @@ def test_alert_entries_kept_between_steps_equal_the_history_each_step():
     import random
     from types import SimpleNamespace
 
-    from sremarathon_env.env import AlertRows, SREMarathonEnv
+    from sremarathon_env.env import SREMarathonEnv
+    from sremarathon_env.observation import AlertRows
 
     rng = random.Random(11)
     taken = {"inserted": 0, "changed": 0}

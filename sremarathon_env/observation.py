@@ -1,0 +1,192 @@
+"""The core observation's JSON texts: a deterministic encoder, lists and texts cut to a size, and the alert
+history kept as entries in history order with what its bounded list needs (`AlertRows`).
+
+>>> rows = AlertRows.of([("firing", dumps({"alertname": "A"})), ("resolved", dumps({"alertname": "B"}))])
+>>> rows.alerts_json(1000)
+'[{"alertname":"A"},{"alertname":"B"}]'
+>>> bounded_text("x" * 100, 40)
+'xxxxxxxxxxxxxx..."[truncated 100 chars]"'
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from itertools import accumulate, compress
+from typing import Any
+
+#: ``json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)`` without building an
+#: encoder per call (``json.dumps`` with these arguments is exactly ``JSONEncoder(...).encode``)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+
+
+def dumps(x: Any) -> str:
+    """Deterministic compact ASCII JSON (sorted keys); anything non-JSON becomes a string.
+
+    >>> print(dumps({"b": float("nan"), "a": [1, None], "c": {1}}))
+    {"a":[1,null],"b":NaN,"c":"{1}"}
+    """
+    return _ENCODER.encode(x)
+
+
+def bounded_json_list(items: list[str], cap: int) -> str:
+    """Join already-serialised JSON items into a list of at most ``cap`` characters, dropping the
+    oldest (first) items and putting ``{"omitted_oldest": n}`` first when some were dropped.
+
+    >>> bounded_json_list(['1', '2', '3'], 100)
+    '[1,2,3]'
+    >>> items = ['"%s"' % (c * 30) for c in "abc"]
+    >>> bounded_json_list(items, 90) == '[{"omitted_oldest":1},' + ",".join(items[1:]) + "]"
+    True
+    """
+    total = 2 + sum(map(len, items)) + max(len(items) - 1, 0)
+    if total <= cap:
+        return "[" + ",".join(items) + "]"
+    kept: list[str] = []
+    size = 2
+    for k in range(len(items) - 1, -1, -1):
+        marker = len('{"omitted_oldest":') + len(str(k)) + 2
+        if size + len(items[k]) + 1 + marker > cap:
+            break
+        kept.append(items[k])
+        size += len(items[k]) + 1
+    omitted = len(items) - len(kept)
+    kept.reverse()
+    return "[" + ",".join([dumps({"omitted_oldest": omitted})] + kept) + "]"
+
+
+def bounded_text(text: str, cap: int) -> str:
+    """``text`` cut to ``cap`` characters with a marker at the end when it was longer."""
+    if len(text) <= cap:
+        return text
+    marker = f'..."[truncated {len(text)} chars]"'
+    return text[: max(cap - len(marker), 0)] + marker
+
+
+def _is_active(state: Any) -> bool:
+    return state == "pending" or state == "firing"
+
+
+def alerts_json_of(entries: list[tuple[Any, str]], cap: int) -> str:
+    """The observation's alert list from (state, JSON text) entries in history order, at most ``cap`` characters:
+    every pending or firing alert is kept; then resolved ones, newest first, while they fit in ``cap - 40``; the
+    first that does not fit and every older resolved one are left out, counted in a leading
+    ``{"omitted_resolved": n}`` (the definition `AlertRows.alerts_json` keeps up incrementally).
+
+    >>> e = [("resolved", '"' + "a" * 30 + '"'), ("firing", '"f"'), ("resolved", '"' + "b" * 30 + '"')]
+    >>> alerts_json_of(e, 1000) == "[" + ",".join(t for _, t in e) + "]"
+    True
+    >>> alerts_json_of(e, 80)
+    '[{"omitted_resolved":1},"f","bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"]'
+    """
+    texts = [t for _, t in entries]
+    lens = list(map(len, texts))
+    room = cap - 40  # space for the marker
+    if 2 + len(lens) + sum(lens) <= room:   # every alert fits (the loop below would keep each one)
+        return "[" + ",".join(texts) + "]"
+    keep = [_is_active(state) for state, _ in entries]
+    size = 2 + sum(compress(lens, keep)) + sum(keep)   # every pending or firing alert
+    omitted = 0
+    for i in range(len(entries) - 1, -1, -1):   # then resolved ones, newest first, while room
+        if keep[i]:
+            continue
+        n = lens[i] + 1
+        if size + n <= room:
+            keep[i] = True
+            size += n
+            continue
+        omitted = (i + 1) - sum(keep[:i + 1])   # this one and every older resolved one
+        break
+    kept = list(compress(texts, keep))
+    if omitted:
+        kept.insert(0, dumps({"omitted_resolved": omitted}))
+    return bounded_json_list(kept, cap)
+
+
+class AlertRows:
+    """The observation's alert entries, (state, JSON text) in history order, keyed by alert, with what
+    `alerts_json_of` reads kept up to date as entries are put or appended: the texts, which are pending or firing,
+    the room each resolved one takes, and the sums. `alerts_json` then needs no pass in Python over the entries:
+    the cut among the resolved ones is a bisection of their running room, newest first (C passes).
+
+    >>> rows = AlertRows.of([("resolved", '"' + "a" * 30 + '"'), ("firing", '"f"'), ("resolved", '"' + "b" * 30 + '"')])
+    >>> rows.alerts_json(80) == alerts_json_of(rows.entries, 80)
+    True
+    >>> rows.put(0, ("pending", '"p"')); rows.alerts_json(80), rows.alerts_json(80) == alerts_json_of(rows.entries, 80)
+    ('[{"omitted_resolved":1},"p","f"]', True)
+    """
+
+    __slots__ = ("keys", "entries", "at", "texts", "active", "room", "total", "active_size")
+
+    def __init__(self) -> None:
+        self.keys: list = []                          # alert keys in history order
+        self.entries: list[tuple[Any, str]] = []      # their (state, text)
+        self.at: dict = {}                            # key -> place
+        self.texts: list[str] = []
+        self.active: list[bool] = []                  # pending or firing
+        self.room: list[int] = []                     # len(text) + 1 of a resolved entry, 0 of an active one
+        self.total = 0                                # sum of len(text)
+        self.active_size = 0                          # sum of len(text) + 1 over the active ones
+
+    @classmethod
+    def of(cls, entries: list[tuple[Any, str]]) -> "AlertRows":
+        rows = cls()
+        for i, e in enumerate(entries):
+            rows.append(i, e)
+        return rows
+
+    def clear(self) -> None:
+        self.__init__()
+
+    def append(self, key: Any, entry: tuple[Any, str]) -> None:
+        self.at[key] = len(self.keys)
+        self.keys.append(key)
+        self.entries.append(entry)
+        text = entry[1]
+        self.texts.append(text)
+        n = len(text)
+        self.total += n
+        if _is_active(entry[0]):
+            self.active.append(True)
+            self.room.append(0)
+            self.active_size += n + 1
+        else:
+            self.active.append(False)
+            self.room.append(n + 1)
+
+    def put(self, i: int, entry: tuple[Any, str]) -> None:
+        """Entry ``i`` is now ``entry``."""
+        old = self.texts[i]
+        text = entry[1]
+        self.entries[i] = entry
+        self.texts[i] = text
+        n = len(text)
+        self.total += n - len(old)
+        if self.active[i]:
+            self.active_size -= len(old) + 1
+        if _is_active(entry[0]):
+            self.active[i] = True
+            self.room[i] = 0
+            self.active_size += n + 1
+        else:
+            self.active[i] = False
+            self.room[i] = n + 1
+
+    def alerts_json(self, cap: int) -> str:
+        """``alerts_json_of(self.entries, cap)``."""
+        texts = self.texts
+        n = len(texts)
+        room = cap - 40
+        if 2 + n + self.total <= room:
+            return "[" + ",".join(texts) + "]"
+        # resolved ones newest first while their running room fits (active ones take none): the first that does
+        # not is entry i0 (the newest entry when even the active ones do not fit); it and every older resolved one
+        # are left out
+        j = bisect_right(list(accumulate(reversed(self.room))), room - 2 - self.active_size)
+        i0 = n - 1 - j
+        older_active = list(compress(texts[:i0 + 1], self.active[:i0 + 1]))
+        omitted = i0 + 1 - len(older_active)
+        kept = older_active + texts[i0 + 1:]
+        if omitted:
+            kept.insert(0, dumps({"omitted_resolved": omitted}))
+        return bounded_json_list(kept, cap)
