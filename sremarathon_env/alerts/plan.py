@@ -840,7 +840,7 @@ class PackPlan:
         self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
         self._lr_rows: dict[tuple, dict] = {}  # label_replace results per input label set
         self._lr_tags: dict[str, tuple] = {}  # per label_replace node key: ("label_replace", dst, repl, src, regex)
-        self._fused_keys: dict[str, tuple] = {}  # per fused aggregation's key: (its input labels, their group keys)
+        self._fused_keys: dict[str, list] = {}  # per fused aggregation's key, ``_agg_label_replace``
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
         # (at the last build: the families read (``_read_families``), their row counts, each one's name, the name by
@@ -1582,26 +1582,31 @@ class PackPlan:
             return hit
         if not _distinct(x):
             return None
-        tag = self._lr_tags.get(lr.key)
-        if tag is None:
-            tag = self._lr_tags[lr.key] = ("label_replace",) + tuple(a.val for a in lr.args[1:])
-        keys = per_label_set(("lr-group", node.without, node.grouping) + tag)
-        # each row's group key: where the rows were made from the rows of this node's last build (``note_grown``),
-        # that build's keys edited alike (only the inserted label sets looked up), else every row's
+        # (per fused node: its label_replace's arguments, the tag of its per-label-set keys, its last build's rows
+        # and their group keys)
         last = self._fused_keys.get(node.key)
-        g = edited_from(labels) if last is not None else None
-        if g is not None and g[0] is last[0]:
+        if last is None:
+            tag = ("label_replace",) + tuple(a.val for a in lr.args[1:])
+            last = self._fused_keys[node.key] = [tag, ("lr-group", node.without, node.grouping) + tag, None, None]
+        tag = last[0]
+        keys = per_label_set(last[1])
+        # each row's group key: where the rows were made from the rows of this node's last build (``note_grown``),
+        # that build's keys edited alike (only the inserted label sets looked up and checked), else every row's
+        g = edited_from(labels) if last[2] is not None else None
+        if g is not None and g[0] is last[2]:
             _, pos, keep = g
-            ks = list(last[1]) if keep is None else list(compress(last[1], keep))
-            new = [labels[p] for p in pos]
-            for p, k in zip(pos, self._lr_keys(keys, new, tag, node)):
+            ks = list(last[3]) if keep is None else list(compress(last[3], keep))
+            got = self._lr_keys(keys, [labels[p] for p in pos], tag, node)
+            if _DST_HELD in got:
+                return None
+            for p, k in zip(pos, got):
                 ks.insert(p, k)
             self.fused_edited += 1
         else:
             ks = self._lr_keys(keys, labels, tag, node)
-        if _DST_HELD in ks:
-            return None
-        self._fused_keys[node.key] = (labels, ks)
+            if _DST_HELD in ks:
+                return None
+        last[2], last[3] = labels, ks
         # groups numbered in order of first appearance (``vectorops._groups_uncached``)
         index: dict = {}
         put = index.setdefault
@@ -1618,7 +1623,7 @@ class PackPlan:
             miss = [lb for lb, k in zip(labels, ks) if k is None]
             key = group_key(node.without, node.grouping)
             for lb, out in zip(miss, self.promql._label_replace(miss, dst, repl, src, rx)):
-                keys[lb] = _DST_HELD if any(p[0] == dst for p in lb) else key(out)
+                keys[lb] = _DST_HELD if dst in dict(lb) else key(out)
             ks = list(map(keys.__getitem__, labels))
         return ks
 

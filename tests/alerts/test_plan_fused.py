@@ -48,6 +48,8 @@ EXPRS = [
     # not fused: two families of one name whose label sets may be equal (the generic evaluator merges them)
     f'count by (s2) (label_replace(d, "s2", "$1", "pod", {RX}))',
     f'sum(label_replace(scalar(sum(m)) * m, "s2", "$1", "pod", {RX}))',
+    # fused until a row holding the destination label comes (its rows otherwise lack it: an empty value)
+    f'sum by (tag) (label_replace(e, "tag", "$1", "pod", {RX}))',
 ]
 
 
@@ -81,6 +83,7 @@ def test_fused_aggregations_equal_unfused_and_generic_under_growth(seed, monkeyp
     c = store.family("c_total", ("pod", "svc"))
     d1 = store.family("d", ("pod", "x"))
     d2 = store.family("d", ("pod",))   # (pod=p) in d2 equals (pod=p, x="") in d1
+    ef = store.family("e", ("pod", "tag"))
     eng = PromQLEngine(store)
     rules = [SimpleNamespace(name=f"r{i}", node=eng.compile(e)) for i, e in enumerate(EXPRS)]
     plan = PackPlan(eng, rules)
@@ -106,6 +109,8 @@ def test_fused_aggregations_equal_unfused_and_generic_under_growth(seed, monkeyp
             for p, _ in keys:
                 counts[p] = counts.get(p, 0.0) + float(rng.integers(0, 3))
             store.write(c, c.rows(keys), tick, np.array([counts[p] for p, _ in keys]))
+            tags = ["t" if tick > 80 and rng.random() < 0.02 else "" for _ in keys]
+            store.write(ef, ef.rows([(p, t) for (p, _), t in zip(keys, tags)]), tick, np.ones(len(keys)))
             few = keys[: int(rng.integers(0, 3))]
             if few:
                 store.write(d1, d1.rows([(p, ("", "y")[i % 2]) for i, (p, _) in enumerate(few)]), tick,
