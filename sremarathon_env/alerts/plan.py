@@ -11,6 +11,8 @@ reads; families only grow by appending rows). While the signature holds, a call 
 * range functions over plain selectors with the same function, range and offset are evaluated in
   one batch over the stacked rows of all their selectors (these functions are row-independent);
 * rules whose result has no series for this store (selectors that match nothing) cost nothing;
+* an aggregation of a ``label_replace`` (the pack's pod chains) is one node that groups the replacement's input
+  rows through the replacement (``PackPlan._agg_label_replace``), with no node or label list in between;
 * anything without a fast path (rare operators, duplicate label sets, many-to-many groups) is
   evaluated by the generic evaluator with its children's values seeded, so results and errors
   are exactly the generic evaluator's.

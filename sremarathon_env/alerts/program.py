@@ -24,7 +24,9 @@ or where the numpy node takes a per-cell path (a partly present histogram group)
 is evaluated by the numpy nodes; so it is where a numpy step raises (the plan's per-rule fallback then applies).
 
 Lowering keeps, per node object, its arena rows, pool entries and packed rows while its fields and children's
-lowerings are unchanged, and per rule its root's lowering while the rebuild kept the rule (``_Lowerer``).
+lowerings are unchanged, and per rule its root's lowering while the rebuild kept the rule (``_Lowerer``); a new
+aggregation under a kept parent takes the arena rows of the one it replaces where it has as many groups, so the
+parent's row is kept too.
 
 >>> import numpy as np
 >>> from sremarathon_env.telemetry.store import MetricStore
