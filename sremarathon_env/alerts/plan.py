@@ -11,6 +11,8 @@ reads; families only grow by appending rows). While the signature holds, a call 
 * range functions over plain selectors with the same function, range and offset are evaluated in
   one batch over the stacked rows of all their selectors (these functions are row-independent);
 * rules whose result has no series for this store (selectors that match nothing) cost nothing;
+* an aggregation of a ``label_replace`` (the pack's pod chains) is one node that groups the replacement's input
+  rows through the replacement (``PackPlan._agg_label_replace``), with no node or label list in between;
 * anything without a fast path (rare operators, duplicate label sets, many-to-many groups) is
   evaluated by the generic evaluator with its children's values seeded, so results and errors
   are exactly the generic evaluator's.
@@ -46,13 +48,39 @@ from .rangefuncs import RANGE_FUNCS
 from .compiled import kernels
 from .tape import CODES, KernelSpec, Tape, window_kernel
 from .values import (_NONE, Scal, Vec, Win, drop_names, edited_from, grown_from, has_dup, memo, memo_get,
-                     note_grown)
-from .vectorops import ARITH_FUNCS, CMP_FUNCS, _pairs, _sig_index, _sigs, groups_of
+                     note_grown, per_label_set)
+from .vectorops import ARITH_FUNCS, CMP_FUNCS, _pairs, _sig_index, _sigs, group_key, groups_of
 
 #: range functions evaluated in batches (row-independent, no scalar parameter)
 _BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets", "sum_over_time", "avg_over_time",
             "min_over_time", "max_over_time", "count_over_time", "last_over_time", "present_over_time",
             "stddev_over_time", "stdvar_over_time"}
+
+
+#: aggregations of a label_replace are made as one node (``PackPlan._agg_label_replace``; False: an ``_Agg`` over a
+#: ``_Pass``, the definition)
+FUSE_LABEL_REPLACE = True
+_FUSED = "fused"   # (the cache key's mark of a fused aggregation)
+_DST_HELD = object()   # (the group "key" of an input label set holding the destination label: not fused)
+
+
+def _distinct(node: _Node) -> bool:
+    """Whether the node's label sets are distinct by construction (the others may hold duplicates, which the
+    generic evaluator's label_replace merges: not fused). A selection over one family: its rows have distinct
+    label values; a range node: one family, or checked (``_make``); an aggregation's groups; a vector match's and
+    a label_replace's results: checked; a filter: its operand's."""
+    while True:
+        cls = node.__class__
+        if cls is _Sel:
+            return len(node.flat) == 1
+        if cls is _VecScalar:
+            if node.labels is not node.vec.labels:
+                return True   # (names dropped: checked, ``_make``)
+            node = node.vec
+        elif cls is _SetAndUnless:
+            node = node.lhs
+        else:
+            return cls in (_Range, _Agg, _VecVec, _Pass)
 
 
 #: a kept rule's record (root, its nodes by key, its kernel range nodes): its root, its kernel range nodes
@@ -814,6 +842,7 @@ class PackPlan:
         self._cache: dict[tuple, _Node] = {}  # nodes of the last build, by (key, identities of inputs)
         self._lr_rows: dict[tuple, dict] = {}  # label_replace results per input label set
         self._lr_tags: dict[str, tuple] = {}  # per label_replace node key: ("label_replace", dst, repl, src, regex)
+        self._fused_keys: dict[str, list] = {}  # per fused aggregation's key, ``_agg_label_replace``
         self.tape = Tape(self.store)  # running per-series summaries for the window kernel
         self._records: list[tuple | None] = [None] * len(self.rules)  # (root, visited nodes, kernel nodes)
         # (at the last build: the families read (``_read_families``), their row counts, each one's name, the name by
@@ -825,6 +854,9 @@ class PackPlan:
         self.build_cpu_s = 0.0  # CPU seconds spent in rebuilds (a diagnostic for the bench; never in results)
         self.kept = 0  # rules whose nodes a rebuild kept
         self.kept_same = 0  # of them, rules reading a changed name whose selections were the same (a diagnostic)
+        # fused aggregations of a label_replace made, and of them those whose group keys were edited from the last
+        # build's (``_agg_label_replace``; a diagnostic)
+        self.fused_made = self.fused_edited = 0
         # rows left out of every selector because they cannot have a sample in any window the plan reads
         # (families read through @ or a subquery, and name-less selectors, never leave any row out)
         self._needs = needs
@@ -1455,6 +1487,11 @@ class PackPlan:
                 return _Empty()
             return self._reuse((node.key, id(q), _lid(child)), lambda: _HistQuantile(q, child, layout), (q, child))
         if t is S.Agg and node.op in ("sum", "count", "group", "max", "min"):
+            e = node.expr
+            if FUSE_LABEL_REPLACE and type(e) is S.Call and e.name == "label_replace":
+                hit = self._agg_label_replace(node, e)
+                if hit is not None:
+                    return hit
             child = self._node(node.expr)
             labels = child.labels
             if not labels:
@@ -1522,6 +1559,75 @@ class PackPlan:
                 if not isinstance(a, (S.MatSel, S.Subq, S.Str)):
                     children.append((a, self._node(a)))
         return self._generic(node, children)
+
+    def _agg_label_replace(self, node: S.Agg, lr: S.Call) -> _Node | None:
+        """``op by|without (...) (label_replace(x, ...))`` as one ``_Agg`` over ``x``'s rows (no ``_Pass`` node, no
+        label list of the replaced label sets): each row's group is the group key of its label set replaced, kept
+        per (replacement, grouping) and input label set. None where the unfused nodes decide (``x`` not a vector,
+        or an input label set holding the destination label: only then can two replaced label sets be equal, which
+        the generic evaluator rejects).
+
+        Exact: ``label_replace`` changes a label set's destination label only, so label sets without it stay
+        distinct (no duplicate check is needed), and the ``_Agg`` is the one made over the ``_Pass``: the same group
+        keys (the same key function of the same replaced label sets, numbered by first appearance) and rows."""
+        x = self._node(lr.args[0])
+        if x.kind != "v":
+            return None
+        labels = x.labels
+        if not labels:
+            return _Empty()   # (the unfused label_replace is empty, and so is its aggregation)
+        ck = (node.key, id(labels), _FUSED)
+        hit = self._old.get(ck)
+        if hit is not None:
+            hit.rebind(x)
+            self._cache[ck] = hit
+            return hit
+        if not _distinct(x):
+            return None
+        # (per fused node: its label_replace's arguments, the tag of its per-label-set keys, its last build's rows
+        # and their group keys)
+        last = self._fused_keys.get(node.key)
+        if last is None:
+            tag = ("label_replace",) + tuple(a.val for a in lr.args[1:])
+            last = self._fused_keys[node.key] = [tag, ("lr-group", node.without, node.grouping) + tag, None, None]
+        tag = last[0]
+        keys = per_label_set(last[1])
+        # each row's group key: where the rows were made from the rows of this node's last build (``note_grown``),
+        # that build's keys edited alike (only the inserted label sets looked up and checked), else every row's
+        g = edited_from(labels) if last[2] is not None else None
+        if g is not None and g[0] is last[2]:
+            _, pos, keep = g
+            ks = list(last[3]) if keep is None else list(compress(last[3], keep))
+            got = self._lr_keys(keys, [labels[p] for p in pos], tag, node)
+            if _DST_HELD in got:
+                return None
+            for p, k in zip(pos, got):
+                ks.insert(p, k)
+            self.fused_edited += 1
+        else:
+            ks = self._lr_keys(keys, labels, tag, node)
+            if _DST_HELD in ks:
+                return None
+        last[2], last[3] = labels, ks
+        # groups numbered in order of first appearance (``vectorops._groups_uncached``)
+        index: dict = {}
+        put = index.setdefault
+        gid = np.array([put(k, len(index)) for k in ks], dtype=np.intp)
+        hit = self._cache[ck] = _Agg(node.op, x, self._intern(node.key, list(index)), gid)
+        self.fused_made += 1
+        return hit
+
+    def _lr_keys(self, keys: dict, labels: list, tag: tuple, node: S.Agg) -> list:
+        """The group key of each label set replaced (``_agg_label_replace``), through the per-label-set ``keys``."""
+        ks = list(map(keys.get, labels))
+        if None in ks:
+            _, dst, repl, src, rx = tag
+            miss = [lb for lb, k in zip(labels, ks) if k is None]
+            key = group_key(node.without, node.grouping)
+            for lb, out in zip(miss, self.promql._label_replace(miss, dst, repl, src, rx)):
+                keys[lb] = _DST_HELD if dst in dict(lb) else key(out)
+            ks = list(map(keys.__getitem__, labels))
+        return ks
 
     def _slots(self, parts, labels) -> np.ndarray:
         """The tape slots of a selection's series, in its order (once per build for range calls sharing it)."""

@@ -24,7 +24,9 @@ or where the numpy node takes a per-cell path (a partly present histogram group)
 is evaluated by the numpy nodes; so it is where a numpy step raises (the plan's per-rule fallback then applies).
 
 Lowering keeps, per node object, its arena rows, pool entries and packed rows while its fields and children's
-lowerings are unchanged, and per rule its root's lowering while the rebuild kept the rule (``_Lowerer``).
+lowerings are unchanged, and per rule its root's lowering while the rebuild kept the rule (``_Lowerer``); a new
+aggregation under a kept parent takes the arena rows of the one it replaces where it has as many groups, so the
+parent's row is kept too.
 
 >>> import numpy as np
 >>> from sremarathon_env.telemetry.store import MetricStore
@@ -397,6 +399,7 @@ class _Lowerer:
         self.kslots: list = []          # kernel range nodes by slot
         self.sslots: list = []          # numpy steps by slot: (node, vo, po, rows, scalar, stamps)
         self.last = None                # (roots, records, generation, packed rows, outs) of the last lowering
+        self.was = None                 # (the entry ``make``'s node replaces, ``visit``)
 
     def lower(self, plan) -> Program | None:
         self.kernel = plan._kernel
@@ -484,15 +487,16 @@ class _Lowerer:
         return vo, po
 
     # ------------------------------------------------------------------ the walk
-    def visit(self, node) -> tuple:
-        """A node's lowering: (entry, packed rows of its subgraph)."""
+    def visit(self, node, was=None) -> tuple:
+        """A node's lowering: (entry, packed rows of its subgraph). ``was``: the entry its parent's child at this place
+        had at the parent's last lowering (``make``: a new aggregation takes its predecessor's arena rows)."""
         loc = self.loc
         L = loc.get(id(node))
         if L is not None:
             return L
         cls = type(node)
         if cls is PL._Pass:
-            L = loc[id(node)] = self.visit(node.child)
+            L = loc[id(node)] = self.visit(node.child, was)
             return L
         if cls is PL._Empty:
             loc[id(node)] = _EMPTY_L
@@ -501,15 +505,20 @@ class _Lowerer:
         if kf is None:
             raise _Cant(cls.__name__)
         kn, fields = kf(self, node)
+        rec = node._lw   # (a class attribute None until lowered: no instance dict is made for it)
+        same = (rec is not None and rec[0] is self.gen and len(rec[1]) == len(fields) and all(map(is_, rec[1], fields))
+                and (cls is not PL._Range or not node.kernel or rec[3][0][2] == node.b - node.a))
+        # (with the same fields, the same children's places: their entries at its last lowering)
+        kw = rec[2] if same and len(rec[2]) == len(kn) else None
         if not kn:
             kl = ()
         elif len(kn) == 1:
-            kl = (self.visit(kn[0]),)
-        else:
+            kl = (self.visit(kn[0], None if kw is None else kw[0][0]),)
+        elif kw is None:
             kl = tuple([self.visit(k) for k in kn])
-        rec = node._lw   # (a class attribute None until lowered: no instance dict is made for it)
-        if (rec is not None and rec[0] is self.gen and len(rec[1]) == len(fields) and all(map(is_, rec[1], fields))
-                and (cls is not PL._Range or not node.kernel or rec[3][0][2] == node.b - node.a)):
+        else:
+            kl = tuple([self.visit(k, w[0]) for k, w in zip(kn, kw)])
+        if same:
             if len(rec[2]) == len(kl) and all(map(is_, rec[2], kl)):
                 L = rec[3]
             elif len(rec[2]) == len(kl) and all(x[0] == y[0] for x, y in zip(rec[2], kl)):
@@ -521,6 +530,7 @@ class _Lowerer:
         else:
             rec = None
         if rec is None:
+            self.was = was
             e, row = self.make(node, cls, tuple([k[0] for k in kl]))
             rowb = _PACK(*row)
             L = (e, b"".join([k[1] for k in kl] + [rowb]) if kl else rowb)
@@ -629,7 +639,13 @@ class _Lowerer:
         if cls is PL._Agg:
             agg = AGGS[node.op]
             n = node.G
-            vo, po = self.alloc(n, n)
+            was = self.was
+            if was is not None and was[2] == n and was[4] and was[0] < self.nv and was[1] < self.npp:
+                # the arena rows of the aggregation it replaces (the same syntax node under the same parent: a rebuild
+                # made it anew, so nothing else of this program reads them): its parents' rows stay valid
+                vo, po = was[0], was[1]
+            else:
+                vo, po = self.alloc(n, n)
             x0 = x1 = x2 = 0
             if node.singletons:
                 sub = agg

@@ -232,9 +232,14 @@ def groups_of(labels: list, without: bool, grouping: tuple[str, ...]):
 GROUPS_EDIT_MIN = 48
 
 
-def _group_keys(labels: list, without: bool, grouping: tuple[str, ...]) -> list:
-    """The group key of each label set (memoised per list; a list made from an earlier one looks up only its new
-    label sets, ``map_labels``)."""
+def group_key(without: bool, grouping: tuple[str, ...]):
+    """The function giving a label set's group key in an aggregation ``by`` / ``without`` ``grouping``.
+
+    >>> group_key(False, ("svc",))((("pod", "p1"), ("svc", "a")))
+    (('svc', 'a'),)
+    >>> group_key(True, ("pod",))((("__name__", "m"), ("pod", "p1"), ("svc", "a")))
+    (('svc', 'a'),)
+    """
     gset = set(grouping)
     if without:
         def key(lb):
@@ -242,6 +247,13 @@ def _group_keys(labels: list, without: bool, grouping: tuple[str, ...]) -> list:
     else:
         def key(lb):
             return tuple(x for x in lb if x[0] in gset)
+    return key
+
+
+def _group_keys(labels: list, without: bool, grouping: tuple[str, ...]) -> list:
+    """The group key of each label set (memoised per list; a list made from an earlier one looks up only its new
+    label sets, ``map_labels``)."""
+    key = group_key(without, grouping)
     tag = ("group", without, grouping)
     return memo(("groupkeys", without, grouping), (labels,), lambda: map_labels(("groupkeys", without, grouping), tag, labels, key))
 

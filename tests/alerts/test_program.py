@@ -520,12 +520,12 @@ def test_a_lowering_walks_the_changed_rules_and_equals_a_walk_of_all(app, seed, 
     real_visit = PR._Lowerer.visit
     depth = [0]
 
-    def visit(self, node):
+    def visit(self, node, was=None):
         if depth[0] == 0:
             tops.append(node)
         depth[0] += 1
         try:
-            return real_visit(self, node)
+            return real_visit(self, node, was)
         finally:
             depth[0] -= 1
 
@@ -557,3 +557,49 @@ def test_a_lowering_walks_the_changed_rules_and_equals_a_walk_of_all(app, seed, 
             assert (len(lw.kslots), len(lw.sslots)) == (n_k, n_s), k   # (no node lowered afresh)
         last = (roots, records)
     assert lowered >= 3 and partial >= 3
+
+
+def test_a_new_aggregation_takes_the_arena_rows_of_the_one_it_replaces(monkeypatch):
+    """A rebuild makes a new aggregation where its input grew; under a kept parent (the same comparison or match
+    at the same place) it takes the arena rows of the aggregation it replaces when it has as many groups, so the
+    parent's instruction row is taken again (``_Lowerer.visit`` / ``make``). Pods and, now and then, services come:
+    at every call the program equals the numpy nodes, also for the rules of a family that never changes, whose
+    rows were handed out after the aggregations' (an aggregation with more groups in the old rows would overwrite
+    them); the old rows are taken where the group count holds and not where it grew."""
+    from sremarathon_env.alerts import program as PR
+
+    taken = [0, 0]   # (aggregations made on their predecessor's rows, made on new rows)
+    real_make = PR._Lowerer.make
+
+    def make(self, node, cls, kids):
+        nv = self.nv
+        out = real_make(self, node, cls, kids)
+        if cls is PL._Agg:
+            taken[out[0][0] >= nv] += 1
+        return out
+
+    monkeypatch.setattr(PR._Lowerer, "make", make)
+    rng = np.random.default_rng(3)
+    store = MetricStore(step_s=15.0, capacity=8)
+    p = store.family("p", ("pod", "svc"))
+    q = store.family("q", ("k",))
+    exprs = ["sum by (svc) (p) > 0", "q * 2", "max by (svc) (p) - 1", "q + 1",
+             "count by (svc) (p) / count by (svc) (p > 1)", "q - 3",
+             'sum by (s2) (label_replace(p, "s2", "$1", "svc", "(.*)")) >= 1', "-q"]
+    eng = PromQLEngine(store)
+    rules = [SimpleNamespace(name=f"r{k}", node=eng.compile(e)) for k, e in enumerate(exprs)]
+    plan = PL.PackPlan(eng, rules)
+    pods: list = []
+    n_svc = 2
+    for tick in range(60):
+        if tick % 3 == 0:
+            if tick % 12 == 6:
+                n_svc += 1
+            pods.append((f"p{len(pods):03d}", f"s{int(rng.integers(n_svc))}"))
+        store.write(p, p.rows(pods), tick, rng.integers(0, 4, size=len(pods)).astype(float))
+        store.write(q, q.rows([("x",), ("y",), ("z",)]), tick, rng.normal(0, 2, 3).round(1))
+        if tick < 2:
+            continue
+        times = np.arange(tick - 3, tick + 1, dtype=np.int64) * 15000
+        assert _both(plan, times, exprs, tick) > 0
+    assert plan.builds > 15 and taken[0] > 20 and taken[1] > 10, (plan.builds, taken)
