@@ -287,10 +287,14 @@ class SimBackend:
     ``metrics=False`` exports no metrics (the store stays empty); everything else - dynamics, entry
     evidence, health reads, logs, deploys - is the same, bit for bit. ``horizon_s`` (optional): how far
     the run is known to go (a marathon's horizon): the metric store allocates the tick columns for it at
-    once (`MetricStore`'s ``cols``) instead of growing along time mid-run; nothing else depends on it."""
+    once (`MetricStore`'s ``cols``) instead of growing along time mid-run; nothing else depends on it.
+    ``records=False``: a twin nobody reads but for its entry evidence (the run loop's no-action reference
+    run): it keeps none of the records only the event and log reads serve (the cluster's k8s events and
+    lifecycle records, the log-signature timeline; `events` and `logs` refuse); its dynamics, evidence
+    and tape are the same, bit for bit."""
 
     def __init__(self, app: AppSpec | str, seed: int, *, tick_s: float = 15.0, noise_load: bool = True,
-                 metrics: bool = True, horizon_s: float | None = None):
+                 metrics: bool = True, horizon_s: float | None = None, records: bool = True):
         self.app: AppSpec = load_app(app) if isinstance(app, str) else app
         self.app_name = self.app.name
         self.seed = int(seed)
@@ -311,7 +315,8 @@ class SimBackend:
         #: per ReplicaSet id: known to carry no effect handles and no config faults (`faulthook._weights` skips it;
         #: False: unknown). Set by `_weights`; cleared where a ReplicaSet may gain either (`_unbore`)
         self._rs_boring = np.zeros(0, dtype=bool)
-        self.cluster = Cluster(self.app, self.seed)
+        self.records = bool(records)
+        self.cluster = Cluster(self.app, self.seed, records=self.records)
         self.cluster.image_ok = _weak_method(self, "_image_ok")   # (weak: see `_bind`)
         self.cluster.bootstrap(_weak_method(self, "_crash_plan"), meta_of=self._initial_meta)
         cols = 0 if horizon_s is None or not metrics else int(math.floor(float(horizon_s) / self.tick_s + 1e-9)) + 1
@@ -1054,6 +1059,8 @@ class SimBackend:
         return dep.live_pods()
 
     def _update_signatures(self, T: float) -> None:
+        if not self.records:   # (the timeline is for the log reads alone)
+            return
         now = {(s, text) for s, lines in self.res.signatures.items() for text in lines}
         for key in sorted(set(self._sig_open) - now):
             self._sig_open.pop(key)[1] = T
@@ -1425,9 +1432,15 @@ class SimBackend:
         return render.get(self, kind, name)
 
     def events(self, since: float, until: float) -> list[dict[str, Any]]:
+        self._records_kept("events")
         return render.events(self, since, until)
 
+    def _records_kept(self, read: str) -> None:
+        if not self.records:
+            raise RuntimeError(f"{read}: this twin keeps no event or log records (records=False)")
+
     def logs(self, service: str, since: float, until: float, pattern: str | None = None, limit: int = 100) -> list[str]:
+        self._records_kept("logs")
         from sremarathon_env.backends.sim.logs import logs
         return logs(self, service, since, until, pattern, limit)
 
