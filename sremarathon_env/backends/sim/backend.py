@@ -337,6 +337,7 @@ class SimBackend:
         self.sig_timeline: list[list] = []        # [start, end, svc, text]
         self._sig_open: dict[tuple[int, str], list] = {}
         self._crash_handles: set[str] = set()
+        self._crash_effects: tuple = (-1, [])     # (book version, its crash effects by handle: `_crash_list`)
         self._node_down_refs: dict[str, int] = {}
         self._oneshot: set[str] = set()
         self._in_pods: dict[str, set[int]] = {}   # until_restart effects: the pods they live in
@@ -855,7 +856,7 @@ class SimBackend:
                         self.res, self.pod_burn, self.pod_hog, self.pod_leak_rate, self.pod_leak_since, self._has_burn,
                         self._has_hog, self._has_leak, self._ready_eff, self.ready_count, self.uh_edge, self.inputs))
         # crash effects that became active make running containers exit now
-        crash_now = {h for h, e in self.book.effects.items() if e.kind == "crash" and self._effect_on(h, e)}
+        crash_now = {h for h, e in self._crash_list() if self._effect_on(h, e)}
         for h in sorted(crash_now - self._crash_handles):
             e = self.book.effects[h]
             for pod in self._affected_pods(h, e):
@@ -1083,12 +1084,25 @@ class SimBackend:
             self._cfg_cache[rs.id] = hit
         return hit
 
-    def _crash_plan(self, pod: Pod, t: float) -> CrashPlan | None:
+    def _crash_list(self) -> list:
+        """(handle, effect) of the book's ``crash`` effects, by handle (kept per book version: every container start
+        and state refresh looks for them, and most books hold none)."""
+        hit = self._crash_effects
+        if hit[0] != self.book.version:
+            hit = self._crash_effects = (self.book.version, [(h, e) for h, e in sorted(self.book.effects.items())
+                                                             if e.kind == "crash"])
+        return hit[1]
+
+    def _crash_plan(self, pod: Pod, t: float, effects: list | None = None) -> CrashPlan | None:
+        """How a container of ``pod`` starting at ``t`` ends (None: it runs): a crashing config fault of its revision,
+        else the first ``crash`` effect in force on it (by handle), else an OOM kill when its memory limit is below the
+        service's base. ``effects``: the (handle, effect) pairs to look through, all of the book's by handle where
+        not given (`_crash_plan_plain`, the definition); the twin passes only the crash ones (`_crash_list`)."""
         svc = self.app.services[pod.svc]
         for f in self.config_faults_of(pod.rs):
             if f.crash is not None:
                 return f.crash
-        for h, e in sorted(self.book.effects.items()):
+        for h, e in self._crash_list() if effects is None else effects:
             if e.kind != "crash" or e.service != svc.name:
                 continue
             if (e.bind == "revision" and h in pod.rs.effects) or (e.bind != "revision" and self._effect_on(h, e)):
@@ -1097,6 +1111,10 @@ class SimBackend:
         if lim is not None and lim < svc.behaviour.mem_base_mi:
             return CrashPlan("OOMKilled", 137, max(0.5, svc.behaviour.startup_s * 0.5), _oom_line(svc.language, svc.name))
         return None
+
+    def _crash_plan_plain(self, pod: Pod, t: float) -> CrashPlan | None:
+        """The definition of `_crash_plan` (tests): every effect of the book looked at, by handle."""
+        return self._crash_plan(pod, t, sorted(self.book.effects.items()))
 
     # ================================================================== fault hook
     def apply_effect(self, effect: Effect) -> str:
