@@ -100,7 +100,7 @@ class MarathonConfig(BaseModel):
         return (self.app, self.seed, self.injection_s, self.observation_s, self.noise, self.noise_rate)
 
 
-def _make_backend(cfg: MarathonConfig, metrics: bool = True):
+def _make_backend(cfg: MarathonConfig, metrics: bool = True, records: bool = True):
     if cfg.backend == "live":
         from sremarathon_env.backends.kubernetes import KubernetesBackend
 
@@ -109,7 +109,7 @@ def _make_backend(cfg: MarathonConfig, metrics: bool = True):
         raise ValueError(f"unknown backend {cfg.backend!r}: 'sim' (the twin) or 'live' (a Kubernetes cluster)")
     from sremarathon_env.backends.sim import SimBackend
 
-    return SimBackend(cfg.app, cfg.seed, tick_s=cfg.tick_s, metrics=metrics, horizon_s=cfg.horizon_s)
+    return SimBackend(cfg.app, cfg.seed, tick_s=cfg.tick_s, metrics=metrics, horizon_s=cfg.horizon_s, records=records)
 
 
 @lru_cache(maxsize=64)
@@ -213,13 +213,15 @@ class _Driver:
         """Promise that nothing but this driver acts on the backend before ``t_end``."""
         self._limit_k = max(self._limit_k, int(t_end / self.cfg.tick_s + 1e-9))
 
-    def _apply_events(self, t: float) -> list[dict]:
+    def _apply_events(self, t: float, record: bool = True) -> list[dict]:
         """Apply the orchestrator events due by ``t``: for each fault in `live` order, its injection (start due, not
         injected yet), then its scheduled end (end due, injected, not ended); then the noise events starting and
         ending by ``t``. Only the faults with something due are visited: the not-injected ones whose start is due (a
         prefix of the not-injected part of `_by_start`) and the active ones whose end is due, in `live` order -
-        the other faults' steps do nothing (tests/test_marathon.py holds this to the loop over every fault)."""
-        events: list[dict] = []
+        the other faults' steps do nothing (tests/test_marathon.py holds this to the loop over every fault).
+        ``record=False`` (a run that keeps no event records: `evidence`): the same events applied, none recorded
+        (and the read that only a fault end's record takes, whether it was repaired, not made)."""
+        events: list[dict] | None = [] if record else None
         due: list[_Live] = [lf for lf in self._active if lf.end_s <= t]
         n0 = n = self._n_started
         by_start = self._by_start
@@ -240,37 +242,46 @@ class _Driver:
             self._active = active
         return events
 
-    def _fault_step(self, lf: _Live, t: float, events: list[dict]) -> None:
-        """One fault's events due by ``t``, appended to ``events``: its injection if its start is due and it is not
-        injected, then its scheduled end if that is due and it is injected and not ended."""
+    def _fault_step(self, lf: _Live, t: float, events: list[dict] | None) -> None:
+        """One fault's events due by ``t``, appended to ``events`` (None: not recorded): its injection if its start is
+        due and it is not injected, then its scheduled end if that is due and it is injected and not ended."""
         if lf.handle is None and lf.start_s <= t:
             lf.handle = inject(lf.fault, self.backend, build=self._build)
-            ev = {"instance_id": lf.instance_id, "event": "injected",
-                  "detail": "" if lf.handle.ok else lf.handle.message[:200]}
-            realised = lf.handle.artifact.aliases if lf.handle.artifact is not None else []
-            extra = [a for a in realised if a not in lf.fault.artifact.aliases]
-            if extra:
-                ev["aliases"] = extra
-            events.append(ev)
+            if events is not None:
+                self._injected(lf, events)
         if lf.handle is not None and not lf.done and lf.end_s <= t:
-            repaired = lf.handle.ok and artifact_ok(lf.fault, lf.handle, self.backend)
+            # (`artifact_ok` is a pure read: a run that records nothing need not make it)
+            repaired = events is not None and lf.handle.ok and artifact_ok(lf.fault, lf.handle, self.backend)
             revert(lf.handle, self.backend)
             lf.done = True
-            events.append({"instance_id": lf.instance_id, "event": "ended_repaired" if repaired else "reverted"})
+            if events is not None:
+                events.append({"instance_id": lf.instance_id, "event": "ended_repaired" if repaired else "reverted"})
 
-    def _noise_step(self, t: float, events: list[dict]) -> None:
-        """The noise events starting and ending by ``t``, appended to ``events``."""
+    @staticmethod
+    def _injected(lf: _Live, events: list[dict]) -> None:
+        """The record of a fault's injection (its handle made), appended to ``events``."""
+        ev = {"instance_id": lf.instance_id, "event": "injected", "detail": "" if lf.handle.ok else lf.handle.message[:200]}
+        realised = lf.handle.artifact.aliases if lf.handle.artifact is not None else []
+        extra = [a for a in realised if a not in lf.fault.artifact.aliases]
+        if extra:
+            ev["aliases"] = extra
+        events.append(ev)
+
+    def _noise_step(self, t: float, events: list[dict] | None) -> None:
+        """The noise events starting and ending by ``t``, appended to ``events`` (None: not recorded)."""
         while self.noise_pending and self.noise_pending[0].start_s <= t:
             ev = self.noise_pending.pop(0)
             handles = apply_noise(ev, self.backend)
             self.noise_active.append((ev, handles))
-            events.append({"instance_id": ev.id, "event": "noise_start", "detail": ev.kind})
+            if events is not None:
+                events.append({"instance_id": ev.id, "event": "noise_start", "detail": ev.kind})
         if self.noise_active:
             still = []
             for ev, handles in self.noise_active:
                 if ev.end_s <= t:
                     end_noise(handles, self.backend)
-                    events.append({"instance_id": ev.id, "event": "noise_end", "detail": ev.kind})
+                    if events is not None:
+                        events.append({"instance_id": ev.id, "event": "noise_end", "detail": ev.kind})
                 else:
                     still.append((ev, handles))
             self.noise_active = still
@@ -329,6 +340,31 @@ class _Driver:
         for i, ev in enumerate(evidence):
             self._ready[k + i] = (ev, {}, first.get(k + i, []))
         return self._ready.pop(k)
+
+    def evidence(self, n: int) -> list:
+        """The entry evidence of ticks 1 .. ``n`` alone, for a run that reads nothing else (the reference run: a fresh
+        driver without checks, nothing but it acting on the backend): ``[tick(k * tick_s)[0] for k in 1 .. n]`` after
+        `plan_until` ``(n * tick_s)``, the same events applied at the same ticks, without the per-tick results nobody
+        reads (probe and event records). On a metric-less twin with deferred spans, all ``n`` ticks in one
+        evidence-only span (what `tick` does through `_run_deferred`); otherwise tick by tick."""
+        tick_s = self.cfg.tick_s
+        b = self.backend
+        if self.checks or self._limit_k > n or self._ready or b.now != 0.0:
+            raise ValueError("evidence() is for a fresh driver without checks, up to its plan's end")
+        self.plan_until(n * tick_s)
+        if not (self._blocks and hasattr(b, "begin_deferred") and not getattr(b, "metrics", True)):
+            return [self.tick(k * tick_s)[0] for k in range(1, n + 1)]
+        b.begin_deferred(evidence_only=True)   # only entry evidence is read
+        try:
+            kk = 1
+            while kk <= n:
+                self._apply_events(kk * tick_s, record=False)
+                kk = self._advance_block(kk) + 1
+        finally:
+            evidence = b.end_deferred()
+        if len(evidence) != n:   # pragma: no cover - the twin returns one entry per tick
+            raise RuntimeError(f"expected {n} ticks of evidence, got {len(evidence)}")
+        return evidence
 
     def _advance_block(self, kk: int) -> int:
         """Advance the twin from tick ``kk`` (its events applied) to the tick before the next event, within the plan
@@ -440,17 +476,13 @@ class _Driver:
 def reference_evidence(cfg: MarathonConfig) -> dict[str, list[float]]:
     """Entry evidence per tick of the matched no-action run (same app, seed and schedule). Its twin
     exports no metrics and its driver skips the per-tick probe/artifact checks: neither acts on the
-    twin, and nothing but the entry evidence is kept."""
-    backend = _make_backend(cfg, metrics=False)
+    twin, and nothing but the entry evidence is kept (nor any of the twin's event and log records: ``records=False``)."""
+    backend = _make_backend(cfg, metrics=False, records=False)
     drv = _Driver(cfg, backend, _schedule(cfg.schedule_key()), checks=False)
-    out: dict[str, list[float]] = {"t": [], "total": [], "failed": [], "slow": [], "degraded": []}
-    n_ticks = int(round(cfg.horizon_s / cfg.tick_s))
-    drv.plan_until(n_ticks * cfg.tick_s)
-    for k in range(1, n_ticks + 1):
-        ev, _, _ = drv.tick(k * cfg.tick_s)
-        for key in out:
-            out[key].append(float(getattr(ev, key)))
-    return out
+    evidence = drv.evidence(int(round(cfg.horizon_s / cfg.tick_s)))
+    return {"t": [float(e.t) for e in evidence], "total": [float(e.total) for e in evidence],
+            "failed": [float(e.failed) for e in evidence], "slow": [float(e.slow) for e in evidence],
+            "degraded": [float(e.degraded) for e in evidence]}
 
 
 def _versions() -> dict[str, str]:

@@ -56,7 +56,7 @@ def _freed_episodes(monkeypatch, keep: bool) -> tuple[list[tuple], list[list[boo
     made: list[weakref.ref] = []
     real = marathon_mod._make_backend
     monkeypatch.setattr(marathon_mod, "_make_backend",
-                        lambda cfg, metrics=True: made.append(weakref.ref(twin := real(cfg, metrics))) or twin)
+                        lambda cfg, metrics=True, **kw: made.append(weakref.ref(twin := real(cfg, metrics, **kw))) or twin)
     marathon_mod.reference_evidence.cache_clear()   # every reset makes its reference run
     try:
         with collector_off():

@@ -287,10 +287,14 @@ class SimBackend:
     ``metrics=False`` exports no metrics (the store stays empty); everything else - dynamics, entry
     evidence, health reads, logs, deploys - is the same, bit for bit. ``horizon_s`` (optional): how far
     the run is known to go (a marathon's horizon): the metric store allocates the tick columns for it at
-    once (`MetricStore`'s ``cols``) instead of growing along time mid-run; nothing else depends on it."""
+    once (`MetricStore`'s ``cols``) instead of growing along time mid-run; nothing else depends on it.
+    ``records=False``: a twin nobody reads but for its entry evidence (the run loop's no-action reference
+    run): it keeps none of the records only the event and log reads serve (the cluster's k8s events and
+    lifecycle records, the log-signature timeline; `events` and `logs` refuse); its dynamics, evidence
+    and tape are the same, bit for bit."""
 
     def __init__(self, app: AppSpec | str, seed: int, *, tick_s: float = 15.0, noise_load: bool = True,
-                 metrics: bool = True, horizon_s: float | None = None):
+                 metrics: bool = True, horizon_s: float | None = None, records: bool = True):
         self.app: AppSpec = load_app(app) if isinstance(app, str) else app
         self.app_name = self.app.name
         self.seed = int(seed)
@@ -311,7 +315,8 @@ class SimBackend:
         #: per ReplicaSet id: known to carry no effect handles and no config faults (`faulthook._weights` skips it;
         #: False: unknown). Set by `_weights`; cleared where a ReplicaSet may gain either (`_unbore`)
         self._rs_boring = np.zeros(0, dtype=bool)
-        self.cluster = Cluster(self.app, self.seed)
+        self.records = bool(records)
+        self.cluster = Cluster(self.app, self.seed, records=self.records)
         self.cluster.image_ok = _weak_method(self, "_image_ok")   # (weak: see `_bind`)
         self.cluster.bootstrap(_weak_method(self, "_crash_plan"), meta_of=self._initial_meta)
         cols = 0 if horizon_s is None or not metrics else int(math.floor(float(horizon_s) / self.tick_s + 1e-9)) + 1
@@ -332,6 +337,7 @@ class SimBackend:
         self.sig_timeline: list[list] = []        # [start, end, svc, text]
         self._sig_open: dict[tuple[int, str], list] = {}
         self._crash_handles: set[str] = set()
+        self._crash_effects: tuple = (-1, [])     # (book version, its crash effects by handle: `_crash_list`)
         self._node_down_refs: dict[str, int] = {}
         self._oneshot: set[str] = set()
         self._in_pods: dict[str, set[int]] = {}   # until_restart effects: the pods they live in
@@ -850,7 +856,7 @@ class SimBackend:
                         self.res, self.pod_burn, self.pod_hog, self.pod_leak_rate, self.pod_leak_since, self._has_burn,
                         self._has_hog, self._has_leak, self._ready_eff, self.ready_count, self.uh_edge, self.inputs))
         # crash effects that became active make running containers exit now
-        crash_now = {h for h, e in self.book.effects.items() if e.kind == "crash" and self._effect_on(h, e)}
+        crash_now = {h for h, e in self._crash_list() if self._effect_on(h, e)}
         for h in sorted(crash_now - self._crash_handles):
             e = self.book.effects[h]
             for pod in self._affected_pods(h, e):
@@ -1054,6 +1060,8 @@ class SimBackend:
         return dep.live_pods()
 
     def _update_signatures(self, T: float) -> None:
+        if not self.records:   # (the timeline is for the log reads alone)
+            return
         now = {(s, text) for s, lines in self.res.signatures.items() for text in lines}
         for key in sorted(set(self._sig_open) - now):
             self._sig_open.pop(key)[1] = T
@@ -1076,12 +1084,25 @@ class SimBackend:
             self._cfg_cache[rs.id] = hit
         return hit
 
-    def _crash_plan(self, pod: Pod, t: float) -> CrashPlan | None:
+    def _crash_list(self) -> list:
+        """(handle, effect) of the book's ``crash`` effects, by handle (kept per book version: every container start
+        and state refresh looks for them, and most books hold none)."""
+        hit = self._crash_effects
+        if hit[0] != self.book.version:
+            hit = self._crash_effects = (self.book.version, [(h, e) for h, e in sorted(self.book.effects.items())
+                                                             if e.kind == "crash"])
+        return hit[1]
+
+    def _crash_plan(self, pod: Pod, t: float, effects: list | None = None) -> CrashPlan | None:
+        """How a container of ``pod`` starting at ``t`` ends (None: it runs): a crashing config fault of its revision,
+        else the first ``crash`` effect in force on it (by handle), else an OOM kill when its memory limit is below the
+        service's base. ``effects``: the (handle, effect) pairs to look through, all of the book's by handle where
+        not given (`_crash_plan_plain`, the definition); the twin passes only the crash ones (`_crash_list`)."""
         svc = self.app.services[pod.svc]
         for f in self.config_faults_of(pod.rs):
             if f.crash is not None:
                 return f.crash
-        for h, e in sorted(self.book.effects.items()):
+        for h, e in self._crash_list() if effects is None else effects:
             if e.kind != "crash" or e.service != svc.name:
                 continue
             if (e.bind == "revision" and h in pod.rs.effects) or (e.bind != "revision" and self._effect_on(h, e)):
@@ -1090,6 +1111,10 @@ class SimBackend:
         if lim is not None and lim < svc.behaviour.mem_base_mi:
             return CrashPlan("OOMKilled", 137, max(0.5, svc.behaviour.startup_s * 0.5), _oom_line(svc.language, svc.name))
         return None
+
+    def _crash_plan_plain(self, pod: Pod, t: float) -> CrashPlan | None:
+        """The definition of `_crash_plan` (tests): every effect of the book looked at, by handle."""
+        return self._crash_plan(pod, t, sorted(self.book.effects.items()))
 
     # ================================================================== fault hook
     def apply_effect(self, effect: Effect) -> str:
@@ -1425,9 +1450,15 @@ class SimBackend:
         return render.get(self, kind, name)
 
     def events(self, since: float, until: float) -> list[dict[str, Any]]:
+        self._records_kept("events")
         return render.events(self, since, until)
 
+    def _records_kept(self, read: str) -> None:
+        if not self.records:
+            raise RuntimeError(f"{read}: this twin keeps no event or log records (records=False)")
+
     def logs(self, service: str, since: float, until: float, pattern: str | None = None, limit: int = 100) -> list[str]:
+        self._records_kept("logs")
         from sremarathon_env.backends.sim.logs import logs
         return logs(self, service, since, until, pattern, limit)
 

@@ -168,11 +168,21 @@ class NodeState:
 
 class Cluster:
     """State + controllers. The backend provides ``crash_plan(pod, t)`` (effects and config decide
-    whether a container survives its start) and ``image_ok(image, tag)``."""
+    whether a container survives its start) and ``image_ok(image, tag)``. ``records=False``: a cluster
+    nobody reads (the run loop's no-action reference run's): it keeps neither the k8s events nor the
+    lifecycle records the log reads use; its dynamics are the same, moment for moment.
 
-    def __init__(self, app: AppSpec, seed: int):
+    >>> from apps import load_app
+    >>> quiet = Cluster(load_app("online-boutique"), seed=1, records=False)
+    >>> quiet.bootstrap(lambda pod, t: None)
+    >>> quiet.delete_pods_of(quiet.deployments["frontend"], 0.0), quiet.events, quiet.lifecycle
+    (1, [], [])
+    """
+
+    def __init__(self, app: AppSpec, seed: int, records: bool = True):
         self.app = app
         self.seed = int(seed)
+        self.records = bool(records)
         self.ns = app.namespace
         self.svc_names = [s.name for s in app.services]
         self.svc_index = {n: i for i, n in enumerate(self.svc_names)}
@@ -282,6 +292,8 @@ class Cluster:
     # ------------------------------------------------------------------ events
     def event(self, t: float, etype: str, reason: str, kind: str, name: str, message: str,
               component: str = "kubelet") -> None:
+        if not self.records:
+            return
         key = (kind, name, reason, message)
         idx = self._event_index.get(key)
         if idx is not None and t - self.events[idx][1] < 3600:
@@ -349,8 +361,9 @@ class Cluster:
         self.dirty = True
         self.changed_slots.add(slot)
         if not quiet:
-            self.event(t, "Normal", "SuccessfulCreate", "ReplicaSet", rs.name, f"Created pod: {name}",
-                       "replicaset-controller")
+            if self.records:
+                self.event(t, "Normal", "SuccessfulCreate", "ReplicaSet", rs.name, f"Created pod: {name}",
+                           "replicaset-controller")
             self._schedule_now(pod, t)
         return pod
 
@@ -392,8 +405,9 @@ class Cluster:
         self._sync(pod)
         if quiet:
             return
-        self.event(t, "Normal", "Scheduled", "Pod", pod.name,
-                   f"Successfully assigned {self.ns}/{pod.name} to {self.nodes[node].name}", "default-scheduler")
+        if self.records:
+            self.event(t, "Normal", "Scheduled", "Pod", pod.name,
+                       f"Successfully assigned {self.ns}/{pod.name} to {self.nodes[node].name}", "default-scheduler")
         self._at(pod, t + 0.5, "pull")
 
     def _placed(self, pod: Pod, t: float) -> int | None:
@@ -492,8 +506,9 @@ class Cluster:
             pod.rs.pods.remove(pod)
             self._n_active -= 1
         if pod.cstate == "running":
-            self.event(t, "Normal", reason, "Pod", pod.name, message or f"Stopping container {self.svc_names[pod.svc]}")
-            self.lifecycle.append((t, pod.svc, pod.name, "stop", ""))
+            if self.records:
+                self.event(t, "Normal", reason, "Pod", pod.name, message or f"Stopping container {self.svc_names[pod.svc]}")
+                self.lifecycle.append((t, pod.svc, pod.name, "stop", ""))
             pod.lifecycle_seen = True
         self._sync(pod)
         self.layout_version += 1
@@ -504,10 +519,8 @@ class Cluster:
         pod.next_t, pod.action = math.inf, ""
         svc = self.svc_names[pod.svc]
         tpl = pod.rs.template
-        image = f"{tpl['image']}:{tpl['tag']}"
-        # this moment's generator (`_draws`: made only by the moments that draw, and served from a taped run's
-        # record where it drew them: building a generator costs more than the rest)
-        rng_key = (self.seed, "kubelet", pod.name, pod.restarts, action, round(t, 3))
+        rec = self.records   # (the image's text is for the event messages alone)
+        image = f"{tpl['image']}:{tpl['tag']}" if rec else ""
         node = self.nodes[pod.node] if pod.node >= 0 else None
         if action == "schedule":
             self._schedule_now(pod, t)
@@ -524,13 +537,14 @@ class Cluster:
                 self._at(pod, t + 0.3, "start")
             else:
                 self.event(t, "Normal", "Pulling", "Pod", pod.name, f'Pulling image "{image}"')
-                rng = self._draws(rng_key)
+                rng = self._draws(self._rng_key(pod, action, t))
                 dur = float(rng.uniform(1.5, 6.0)) if ok else float(rng.uniform(0.5, 2.0))
                 self._at(pod, t + dur, "pulled" if ok else "pullfail")
         elif action == "pulled":
             node.images.add((tpl["image"], tpl["tag"]))
-            self.event(t, "Normal", "Pulled", "Pod", pod.name,
-                       f'Successfully pulled image "{image}" in {t - pod.created_t:.3f}s')
+            if rec:
+                self.event(t, "Normal", "Pulled", "Pod", pod.name,
+                           f'Successfully pulled image "{image}" in {t - pod.created_t:.3f}s')
             self._at(pod, t + 0.3, "start")
         elif action == "pullfail":
             pod.reason = "ErrImagePull"
@@ -551,12 +565,13 @@ class Cluster:
             pod.phase, pod.cstate, pod.reason = "Running", "running", ""
             pod.started_t = t
             pod.ready = False
-            self.event(t, "Normal", "Created", "Pod", pod.name, f"Created container {svc}")
-            self.event(t, "Normal", "Started", "Pod", pod.name, f"Started container {svc}")
-            self.lifecycle.append((t, pod.svc, pod.name, "start", ""))
+            if rec:
+                self.event(t, "Normal", "Created", "Pod", pod.name, f"Created container {svc}")
+                self.event(t, "Normal", "Started", "Pod", pod.name, f"Started container {svc}")
+                self.lifecycle.append((t, pod.svc, pod.name, "start", ""))
             plan = self.crash_plan(pod, t)
             pod.plan = plan
-            rng = self._draws(rng_key)
+            rng = self._draws(self._rng_key(pod, action, t))
             if plan is not None:
                 self._at(pod, t + plan.after_s * float(rng.uniform(0.8, 1.2)), "crash")
             else:
@@ -564,7 +579,8 @@ class Cluster:
         elif action == "ready":
             pod.ready = True
             pod.ready_t = t
-            self.lifecycle.append((t, pod.svc, pod.name, "ready", ""))
+            if self.records:
+                self.lifecycle.append((t, pod.svc, pod.name, "ready", ""))
             self.mark(pod.rs.deployment)
         elif action == "crash":
             plan = pod.plan or CrashPlan("Error", 1, 0.0, "")
@@ -572,6 +588,11 @@ class Cluster:
         elif action == "restart":
             self._at(pod, t, "start")
         self._sync(pod)
+
+    def _rng_key(self, pod: Pod, action: str, t: float) -> tuple:
+        """The keys of a kubelet moment's generator (`_draws`: made only by the moments that draw, and served from a
+        taped run's record where it drew them: building a generator costs more than the rest of the moment)."""
+        return (self.seed, "kubelet", pod.name, pod.restarts, action, round(t, 3))
 
     def ready_delay(self, pod: Pod, rng: "KeyedDraws | np.random.Generator") -> float:
         spec = self.app.services[pod.svc]
@@ -603,10 +624,12 @@ class Cluster:
         if liveness:
             self.event(t, "Warning", "Unhealthy", "Pod", pod.name, "Liveness probe failed: connection refused")
             self.event(t, "Normal", "Killing", "Pod", pod.name, f"Container {svc} failed liveness probe, will be restarted")
-        self.lifecycle.append((t, pod.svc, pod.name, "exit", (reason, exit_code, log)))
+        if self.records:
+            self.lifecycle.append((t, pod.svc, pod.name, "exit", (reason, exit_code, log)))
         pod.lifecycle_seen = True
         pod.backoff_s = BACKOFF_START_S if (pod.backoff_s == 0 or ran >= BACKOFF_RESET_S) else min(BACKOFF_MAX_S, pod.backoff_s * 2)
-        self.event(t, "Warning", "BackOff", "Pod", pod.name, f"Back-off restarting failed container {svc} in pod {pod.name}")
+        if self.records:
+            self.event(t, "Warning", "BackOff", "Pod", pod.name, f"Back-off restarting failed container {svc} in pod {pod.name}")
         self._at(pod, t + pod.backoff_s, "restart")
         self._sync(pod)
         self.mark(pod.rs.deployment)
@@ -726,9 +749,10 @@ class Cluster:
     def _scale_rs(self, dep: Deployment, rs: ReplicaSet, n: int, t: float) -> None:
         if n == rs.replicas:
             return
-        verb = "up" if n > rs.replicas else "down"
-        self.event(t, "Normal", "ScalingReplicaSet", "Deployment", dep.name,
-                   f"Scaled {verb} replica set {rs.name} from {rs.replicas} to {n}", "deployment-controller")
+        if self.records:
+            verb = "up" if n > rs.replicas else "down"
+            self.event(t, "Normal", "ScalingReplicaSet", "Deployment", dep.name,
+                       f"Scaled {verb} replica set {rs.name} from {rs.replicas} to {n}", "deployment-controller")
         rs.replicas = n
 
     def _quota_used(self) -> tuple[int, float]:
@@ -781,8 +805,9 @@ class Cluster:
             order = sorted(live, key=lambda p: (p.node < 0, p.available, -p.restarts, -p.created_t, p.name))
             for pod in order[: len(live) - rs.replicas]:
                 self._delete_pod(pod, t)
-                self.event(t, "Normal", "SuccessfulDelete", "ReplicaSet", rs.name, f"Deleted pod: {pod.name}",
-                           "replicaset-controller")
+                if self.records:
+                    self.event(t, "Normal", "SuccessfulDelete", "ReplicaSet", rs.name, f"Deleted pod: {pod.name}",
+                               "replicaset-controller")
 
     # ------------------------------------------------------------------ operations
     def set_template(self, dep: Deployment, rs: ReplicaSet, t: float) -> None:

@@ -46,9 +46,12 @@ class EffectBook:
     since: dict[str, float] = field(default_factory=dict)     # when each handle became active
     removed: set[str] = field(default_factory=set)
     counter: int = 0
+    #: bumps whenever ``effects`` changes (an effect added or removed: the only ways it does)
+    version: int = 0
 
     def add(self, effect: Effect, t: float) -> str:
         self.counter += 1
+        self.version += 1
         h = f"eff-{self.counter:04d}"
         self.effects[h] = effect
         self.since[h] = t
@@ -58,6 +61,7 @@ class EffectBook:
         e = self.effects.pop(handle, None)
         if e is not None:
             self.removed.add(handle)
+            self.version += 1
         return e
 
 
