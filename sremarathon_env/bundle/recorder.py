@@ -271,16 +271,8 @@ class Recorder:
                 raise AssertionError(f"encoded {kind} record differs from its definition: {data!r} {data_json!r}")
         seq = len(self.records)
         h = chain_hash(data_json, kind_json, self.head, seq, t_json)
-        if self._fd is not None:
-            self._write(chain_line(data_json, h, kind_json, self.head, seq, t_json))
-        rec = Record(seq, kind, t, data, self.head, h)
-        self.records.append(rec)
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        self.head = h
-        self.final_t = t
-        for fn in self.listeners:
-            fn(rec)
-        return rec
+        line = chain_line(data_json, h, kind_json, self.head, seq, t_json) if self._fd is not None else None
+        return self._add(seq, kind, t, data, (line, h))
 
     def _write(self, line: str) -> None:
         buf = (line + "\n").encode("ascii")

@@ -425,34 +425,10 @@ def plain_tick_json(d: dict) -> tuple[dict, str] | None:
     faults_in = d.get("faults", {})
     if type(faults_in) is not dict:
         return None
-    faults = {}
-    if faults_in:
-        texts = []
-        try:
-            for k, p in faults_in.items():
-                # (three keys, each looked up: exactly _PROBE_KEYS; a missing one is a KeyError)
-                if type(k) is not str or type(p) is not dict or len(p) != 3:
-                    return None
-                a, ok, art = p["active"], p["probe_ok"], p["artifact_ok"]
-                if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
-                    return None
-                faults[k] = {"active": a, "probe_ok": ok, "artifact_ok": art}
-                texts.append((k, _PROBE_JSON[a, ok, art]))
-        except KeyError:
-            return None
-        texts.sort()   # (keys are distinct: the order of the keys)
-        key_json = _KEY_JSON
-        parts = []
-        for k, x in texts:
-            kj = key_json.get(k)
-            if kj is None:
-                if len(key_json) >= KEY_JSON_MAX:
-                    key_json.clear()
-                kj = key_json[k] = _esc(k) + ":"
-            parts.append(kj + x)
-        f_json = "{" + ",".join(parts) + "}"
-    else:
-        f_json = "{}"
+    faults: dict = {}
+    f_json = _faults_json(faults_in, faults)
+    if f_json is None:
+        return None
     events = _plain_events(d.get("events", []))
     if events is None:
         return None
@@ -474,16 +450,24 @@ def faults_json(faults: dict) -> str | None:
     >>> faults_json(f) == dumps(f), faults_json({"F1": {"active": 1, "probe_ok": True, "artifact_ok": True}})
     (True, None)
     """
+    return _faults_json(faults, None)
+
+
+def _faults_json(faults: dict, copy: dict | None) -> str | None:
+    """`faults_json`; with ``copy``, each plain probe is also put there as a fresh dict (`plain_tick_json`'s data)."""
     if not faults:
         return "{}"
     texts = []
     try:
         for k, p in faults.items():
+            # (three keys, each looked up: exactly _PROBE_KEYS; a missing one is a KeyError)
             if type(k) is not str or type(p) is not dict or len(p) != 3:
                 return None
             a, ok, art = p["active"], p["probe_ok"], p["artifact_ok"]
             if type(a) is not bool or type(ok) is not bool or type(art) is not bool:
                 return None
+            if copy is not None:
+                copy[k] = {"active": a, "probe_ok": ok, "artifact_ok": art}
             texts.append((k, _PROBE_JSON[a, ok, art]))
     except KeyError:
         return None

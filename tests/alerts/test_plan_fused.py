@@ -27,7 +27,7 @@ from sremarathon_env.alerts.plan import PackPlan
 from sremarathon_env.registration import IDS
 from sremarathon_env.telemetry.store import MetricStore
 
-from .test_plan import _present
+from .twin import noop_marathon_checked, same_result
 
 RX = '"(.+)-[0-9]+"'
 EXPRS = [
@@ -35,7 +35,7 @@ EXPRS = [
     f'max by (s2, phase) (label_replace(m, "s2", "$1", "pod", {RX})) > 2',
     f'min without (pod) (label_replace(m{{phase="Running"}}, "s2", "x-$1", "pod", {RX}))',
     f'count by (s2) (label_replace(m, "s2", "$1", "pod", {RX}))',
-    f'group by (s2, svc) (label_replace(m, "s2", "$1", "pod", "nomatch(.*)"))',
+    'group by (s2, svc) (label_replace(m, "s2", "$1", "pod", "nomatch(.*)"))',
     f'sum by (svc) (label_replace(m, "svc", "", "pod", {RX}))',   # (an empty replacement drops the label)
     f'max by (s2) (label_replace(increase(c_total[3m]), "s2", "$1", "pod", {RX}))',
     f'sum by (s2) (label_replace(increase(c_total[2m]) > 1, "s2", "$1", "pod", {RX}))',
@@ -51,12 +51,6 @@ EXPRS = [
     # fused until a row holding the destination label comes (its rows otherwise lack it: an empty value)
     f'sum by (tag) (label_replace(e, "tag", "$1", "pod", {RX}))',
 ]
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, Exception) or isinstance(b, Exception):
-        return type(a) is type(b) and str(a) == str(b)
-    return _present(a) == _present(b)
 
 
 def _generic(eng, node, times):
@@ -123,8 +117,8 @@ def test_fused_aggregations_equal_unfused_and_generic_under_growth(seed, monkeyp
         got = plan.evaluate(times)
         fresh = _unfused_plan(store, rules, monkeypatch).evaluate(times)
         for e, rule, a, b in zip(EXPRS, rules, got, fresh):
-            assert _same(a, b), (e, tick)
-            assert _same(a, _generic(generic, rule.node, times)), (e, tick)
+            assert same_result(a, b), (e, tick)
+            assert same_result(a, _generic(generic, rule.node, times)), (e, tick)
     # (both ways of making the group keys were taken, and the left-to-the-unfused cases were met)
     assert plan.fused_made > 60 and plan.fused_edited > 30, (plan.fused_made, plan.fused_edited)
     assert plan.fused_made - plan.fused_edited > 10
@@ -150,7 +144,7 @@ def test_fusion_makes_no_pass_node_and_leaves_duplicates_to_the_unfused_nodes(mo
     assert dict(zip(out[0].labels, out[0].v[:, 0].tolist())) == {(("s2", "a"),): 3.0, (("s2", "b"),): 3.0}
     ref = _unfused_plan(store, rules, monkeypatch)
     assert type(ref._roots[0].child) is P._Pass
-    assert all(_same(a, b) for a, b in zip(out, ref.evaluate(np.zeros(1, dtype=np.int64))))
+    assert all(same_result(a, b) for a, b in zip(out, ref.evaluate(np.zeros(1, dtype=np.int64))))
 
 
 def test_group_keys_are_edited_only_from_the_last_fused_build(monkeypatch):
@@ -167,8 +161,8 @@ def test_group_keys_are_edited_only_from_the_last_fused_build(monkeypatch):
         store.write(m, m.rows(rows), tick, np.arange(1.0, len(rows) + 1))
         times = np.array([tick * 15000], dtype=np.int64)
         got = plan.evaluate(times)
-        assert _same(got[0], _unfused_plan(store, rules, monkeypatch).evaluate(times)[0]), tick
-        assert _same(got[0], _generic(PromQLEngine(store), rules[0].node, times)), tick
+        assert same_result(got[0], _unfused_plan(store, rules, monkeypatch).evaluate(times)[0]), tick
+        assert same_result(got[0], _generic(PromQLEngine(store), rules[0].node, times)), tick
     assert plan.excluded == 1 and plan.builds == 4
     assert plan.fused_made == 3 and plan.fused_edited == 1, (plan.fused_made, plan.fused_edited)
 
@@ -181,26 +175,5 @@ def test_twin_marathon_fused_plan_equals_unfused_fresh_plan(monkeypatch):
     env.reset(seed=3)
     main = env.marathon.alert_engine._plan
     made0, edited0 = main.fused_made, main.fused_edited
-    calls = [0]
-    orig = P.PackPlan.evaluate
-
-    def checked(self, times):
-        out = orig(self, times)
-        if self is main:
-            src = self.promql
-            with monkeypatch.context() as mp:
-                mp.setattr(P, "FUSE_LABEL_REPLACE", False)
-                eng = PromQLEngine(src.store, src.limits, default_step_s=src.default_step_ms / 1000)
-                fresh = orig(P.PackPlan(eng, self.rules), times)
-            for rule, a, b in zip(self.rules, out, fresh):
-                assert _same(a, b), (calls[0], rule.name)
-            calls[0] += 1
-        return out
-
-    monkeypatch.setattr(P.PackPlan, "evaluate", checked)
-    done = False
-    while not done:
-        _, _, term, trunc, _ = env.step("[]")
-        done = term or trunc
-    assert calls[0] >= 20
+    assert noop_marathon_checked(env, monkeypatch, fuse_fresh=False) >= 20
     assert main.fused_made - made0 > 50 and main.fused_edited - edited0 > 30, (main.fused_made, main.fused_edited)

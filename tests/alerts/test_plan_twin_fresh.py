@@ -10,22 +10,13 @@ import numpy as np
 import pytest
 
 import sremarathon_env  # noqa: F401 - registers the environments
-from sremarathon_env.alerts import plan as P
-from sremarathon_env.alerts.engine import PromQLEngine
-
 from sremarathon_env.registration import IDS as _IDS
 
-from .test_plan import _present
+from .twin import noop_marathon_checked
 
 pytestmark = pytest.mark.slow
 
 IDS = dict(_IDS)
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, Exception) or isinstance(b, Exception):
-        return type(a) is type(b) and str(a) == str(b)
-    return _present(a) == _present(b)
 
 
 @pytest.mark.parametrize("app", sorted(IDS))
@@ -33,27 +24,8 @@ def _same(a, b) -> bool:
 def test_maintained_plan_equals_fresh_plan_at_every_call(app, seed, monkeypatch):
     env = gym.make(IDS[app]).unwrapped
     env.reset(seed=seed)
-    eng = env.marathon.alert_engine
-    main = eng._plan
-    seen = {"calls": 0, "builds_before": main.builds}
-    orig = P.PackPlan.evaluate
-
-    def checked(self, times):
-        out = orig(self, times)
-        if self is main:
-            src = self.promql
-            fresh_engine = PromQLEngine(src.store, src.limits, default_step_s=src.default_step_ms / 1000)
-            fresh = orig(P.PackPlan(fresh_engine, self.rules), times)
-            for rule, a, b in zip(self.rules, out, fresh):
-                assert _same(a, b), (app, seed, seen["calls"], rule.name)
-            seen["calls"] += 1
-        return out
-
-    monkeypatch.setattr(P.PackPlan, "evaluate", checked)
-    done = False
-    while not done:
-        _, _, term, trunc, _ = env.step("[]")
-        done = term or trunc
-    assert seen["calls"] >= 20
-    assert main.builds - seen["builds_before"] >= 3   # (the plan was rebuilt along the way, not only built once)
+    main = env.marathon.alert_engine._plan
+    builds_before = main.builds
+    assert noop_marathon_checked(env, monkeypatch, label=(app, seed)) >= 20
+    assert main.builds - builds_before >= 3   # (the plan was rebuilt along the way, not only built once)
     assert np.isfinite(main.build_cpu_s)

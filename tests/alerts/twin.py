@@ -89,3 +89,54 @@ def promtool_check_rules(store, tmp_path, names, expr_times, alert_times, min_ca
     alert_fail = [f for f in report.failures if f.strip().startswith("alertname")]
     assert not real and not alert_fail, report.output[-6000:]
     return SimpleNamespace(fired=fired, batch=batch, report=report, reorder=reorder)
+
+
+def same_result(a, b) -> bool:
+    """Two rule results equal: the same error, or the same present (labels, values) per time."""
+    from .test_plan import _present
+
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        return type(a) is type(b) and str(a) == str(b)
+    return _present(a) == _present(b)
+
+
+def fresh_results(plan, times, evaluate, fuse: bool = True) -> list:
+    """``evaluate`` (`PackPlan.evaluate`) of a new plan of ``plan``'s rules on a new engine over the same store, at
+    ``times`` (``fuse=False``: built without the fused aggregations of a label_replace, the unfused definition)."""
+    from sremarathon_env.alerts import plan as P
+    from sremarathon_env.alerts.engine import PromQLEngine
+
+    src = plan.promql
+    old = P.FUSE_LABEL_REPLACE
+    P.FUSE_LABEL_REPLACE = fuse
+    try:
+        eng = PromQLEngine(src.store, src.limits, default_step_s=src.default_step_ms / 1000)
+        return evaluate(P.PackPlan(eng, plan.rules), times)
+    finally:
+        P.FUSE_LABEL_REPLACE = old
+
+
+def noop_marathon_checked(env, monkeypatch, fuse_fresh: bool = True, label=()) -> int:
+    """Step ``env`` (reset) through a no-op marathon, checking at every call of its alert plan that each rule's result
+    equals `fresh_results`' on that call's store; the number of calls checked."""
+    from sremarathon_env.alerts import plan as P
+
+    main = env.marathon.alert_engine._plan
+    calls = [0]
+    orig = P.PackPlan.evaluate
+
+    def checked(self, times):
+        out = orig(self, times)
+        if self is main:
+            fresh = fresh_results(self, times, orig, fuse_fresh)
+            for rule, a, b in zip(self.rules, out, fresh):
+                assert same_result(a, b), (*label, calls[0], rule.name)
+            calls[0] += 1
+        return out
+
+    monkeypatch.setattr(P.PackPlan, "evaluate", checked)
+    done = False
+    while not done:
+        _, _, term, trunc, _ = env.step("[]")
+        done = term or trunc
+    return calls[0]
