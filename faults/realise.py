@@ -321,8 +321,8 @@ def check_at(fault: Fault, handle: FaultHandle, live: tuple, view: Any, memo: di
         art = bool(art_live or _effects_ok(fault, handle, view))
     elif r.kind in ("resources", "config"):
         art = bool(art_live)
-    elif r.kind == "deploy":
-        art = (not _bad_revision_serves(fault, handle, view)) and art_live
+    elif r.kind == "deploy":   # the pods are read only when the spec no longer carries the change
+        art = bool(art_live) and not _bad_revision_serves(fault, handle, view)
     else:
         art = bool(artifact_ok(fault, handle, view))
     return art, bool(_probe_ok(fault.probe, view, memo, artifact_ok=lambda: art, rollout_rev=(rev,)))
