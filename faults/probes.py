@@ -115,3 +115,82 @@ def rollout_revision(probe: Probe, backend: Any) -> Any:
     hist = [h for h in (backend.deploy_history(probe.service) or []) if isinstance(h, dict)]
     cur = [h for h in hist if h.get("current")] or hist[-1:]
     return cur[-1].get("revision") if cur else None
+
+
+def _f(d: dict[str, Any], key: str, *more: str, default: float = math.nan) -> float:
+    """`_num` with a fast path: a plain float under ``key`` is the answer (`_num` gives the same: ``float(x)`` of a
+    float is its value); anything else goes through `_num`."""
+    v = d.get(key)
+    if v.__class__ is float:
+        return v
+    return _num(d, key, *more, default=default)
+
+
+def _ratio_reader(read: Any, args: tuple, key: str, threshold: float) -> Any:
+    """A per-request probe (edge, service): healthy without traffic, else ``key`` (the hop's own part where given)
+    at most ``threshold`` (NaN: healthy)."""
+    own = f"own_{key}"
+
+    def ok(backend: Any, memo: Any, art: Any, rev: Any) -> bool:
+        h = getattr(backend, read)(*args)
+        if _f(h, "rate", default=1.0) <= 0:
+            return True
+        v = _f(h, own, key)
+        return v != v or v <= threshold
+    return ok
+
+
+def _service_reader(key: str, more: tuple, default: float, threshold: float, service: str, at_least: bool) -> Any:
+    """A probe on one service-health number: at least ``threshold`` (``at_least``) or at most it (NaN: healthy)."""
+    def ok(backend: Any, memo: Any, art: Any, rev: Any) -> bool:
+        v = _f(backend.service_health(service), key, *more, default=default)
+        if at_least:
+            return v >= threshold
+        return v != v or v <= threshold
+    return ok
+
+
+def _rollout_reader(probe: Probe) -> Any:
+    """``rollout_ok`` with its revision given (``rollout_rev``, a 1-tuple); without it, through `probe_ok`."""
+    service = probe.service
+
+    def ok(backend: Any, memo: Any, art: Any, rev: Any) -> bool:
+        if rev is None:
+            return probe_ok(probe, backend, memo, rollout_rev=None)
+        desired = _f(backend.service_health(service), "desired", default=1.0)
+        if rev[0] is None:
+            return True
+        return backend.serving_revisions(service).get(int(rev[0]), 0) >= desired
+    return ok
+
+
+def probe_reader(probe: Probe) -> Any:
+    """``ok(backend, memo, artifact, rollout_rev)``, specialised to ``probe`` (frozen): what ``probe_ok(probe, backend,
+    memo, artifact_ok=lambda: artifact, rollout_rev=rollout_rev)`` gives, with the kind dispatched once and plain
+    float reads taken directly (`_f`). Kinds without a specialised reader answer through `probe_ok`.
+    (tests/faults/test_probe_reader.py holds it to `probe_ok` on random health reads.)
+
+    >>> class Edge:
+    ...     def edge_health(self, c, e): return {"rate": 5.0, "error_ratio": 0.3, "own_error_ratio": 0.01}
+    >>> p = Probe(kind="edge_error_ratio_max", caller="a", callee="b", threshold=0.05)
+    >>> probe_reader(p)(Edge(), {}, None, None) == probe_ok(p, Edge()) == True
+    True
+    """
+    k, thr = probe.kind, probe.threshold
+    if k == "edge_error_ratio_max" or k == "edge_p95_ms_max":
+        return _ratio_reader("edge_health", (probe.caller, probe.callee),
+                             "error_ratio" if k == "edge_error_ratio_max" else "p95_ms", thr)
+    if k == "service_error_ratio_max" or k == "service_p95_ms_max":
+        return _ratio_reader("service_health", (probe.service,),
+                             "error_ratio" if k == "service_error_ratio_max" else "p95_ms", thr)
+    if k == "service_ready_min":
+        return _service_reader("ready", (), 0.0, thr, probe.service, True)
+    if k == "cpu_util_max":
+        return _service_reader("cpu_util", (), math.nan, thr, probe.service, False)
+    if k == "memory_util_max":
+        return _service_reader("mem_util", ("memory_util",), math.nan, thr, probe.service, False)
+    if k == "artifact":
+        return lambda backend, memo, art, rev: bool(art)
+    if k == "rollout_ok":
+        return _rollout_reader(probe)
+    return lambda backend, memo, art, rev: probe_ok(probe, backend, memo, artifact_ok=lambda: art, rollout_rev=rev)

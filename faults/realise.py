@@ -28,6 +28,7 @@ from typing import Any
 
 from faults.model import Artifact, Fault, FileChange, RepairOption
 from faults.probes import probe_ok as _probe_ok
+from faults.probes import probe_reader
 from faults.probes import rollout_revision
 
 
@@ -42,6 +43,7 @@ class FaultHandle:
     sha: str | None = None
     artifact: Artifact | None = None
     reverted: bool = False
+    reader: Any = field(default=None, repr=False, compare=False)   # `check_at`'s `probe_reader` of the fault's probe
 
 
 def _spec(fault: Fault):
@@ -321,11 +323,14 @@ def check_at(fault: Fault, handle: FaultHandle, live: tuple, view: Any, memo: di
         art = bool(art_live or _effects_ok(fault, handle, view))
     elif r.kind in ("resources", "config"):
         art = bool(art_live)
-    elif r.kind == "deploy":
-        art = (not _bad_revision_serves(fault, handle, view)) and art_live
+    elif r.kind == "deploy":   # the pods are read only when the spec no longer carries the change
+        art = bool(art_live) and not _bad_revision_serves(fault, handle, view)
     else:
         art = bool(artifact_ok(fault, handle, view))
-    return art, bool(_probe_ok(fault.probe, view, memo, artifact_ok=lambda: art, rollout_rev=(rev,)))
+    reader = handle.reader
+    if reader is None:
+        reader = handle.reader = probe_reader(fault.probe)
+    return art, bool(reader(view, memo, art, (rev,)))
 
 
 def probe_ok(fault: Fault, backend: Any, memo: dict | None = None, handle: FaultHandle | None = None,
