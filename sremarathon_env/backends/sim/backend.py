@@ -30,6 +30,7 @@ from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
 from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, marker_holds
 from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
+from sremarathon_env.backends.sim.kernels import kernels
 from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly, traffic_increments
 from sremarathon_env.backends.sim.model import CompiledApp
 from sremarathon_env.backends.sim.traffic import StackedInputs, TickInputs, TrafficModel, _Groups, stack_inputs, window
@@ -974,6 +975,10 @@ class SimBackend:
         none runs or none has a limit). (`_mem_util_plain`'s floats: a pod that does not run, or runs
         without a limit (working set / inf), counts 0, which leaves the largest of the non-negative
         ratios as it is and makes a service without any ratio 0; no NaN to skip or replace.)"""
+        ks = kernels()
+        if ks is not None and running.ndim == 1:   # the same bits in one compiled call (`kernels.mem_util`)
+            lay = self._layout_arrays(sl)
+            return ks.mem_util(np.ascontiguousarray(mem), np.ascontiguousarray(running), lay[8], lay[1], self.m.S)
         c = self.cluster
         key = (c.layout_version, len(sl))
         if self._mem_layout[0] != key:

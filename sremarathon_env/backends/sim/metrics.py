@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sremarathon_env.backends.sim.cluster import rolling_params
+from sremarathon_env.backends.sim.kernels import NO_BURN, kernels
 from sremarathon_env.backends.sim.traffic import bucket_cdf, concat, window
 from sremarathon_env.backends.sim.spanmetrics import SpanMetricsWriter
 from sremarathon_env.backends.sim.util import seqsum
@@ -324,6 +325,32 @@ class MetricWriter(_OfTwin):
         self.req._data[self.req_rows, cols] = cum.reshape(K, -1).take(self.req_flat, axis=1).T
         for a, flat in late:   # not written before their run (new rows: NaN, as unwritten cells are)
             self.req._data[self._flat_row[flat], k0:k0 + a] = np.nan
+        ks = kernels()
+        if ks is not None:   # the running totals and their cells in one compiled call per family (the same bits)
+            self._cum_compiled(ks, k0, K, incs)
+        else:
+            self._cum_numpy(cols, K, incs)
+        if self.spans is not None:
+            self.spans.write(k0, K, dt, out)
+
+    def _cum_compiled(self, ks, k0: int, K: int, incs: TrafficIncrements) -> None:
+        """`_cum_numpy` by `kernels.cum_rows`."""
+        c = np.ascontiguousarray
+        f = ks.cum_rows
+        self.h_cum = f(self.h_bucket._data, k0, self.h_cum.reshape(-1), c(incs.bucket).reshape(K, -1)).reshape(
+            self.h_cum.shape)
+        self.h_sum_cum = f(self.h_sum._data, k0, self.h_sum_cum.reshape(-1), c(incs.lat_sum).reshape(K, -1)).reshape(
+            self.h_sum_cum.shape)
+        self.h_cnt_cum = f(self.h_count._data, k0, self.h_cnt_cum.reshape(-1), c(incs.count).reshape(K, -1)).reshape(
+            self.h_cnt_cum.shape)
+        self.lg_cum = f(self.lg_req._data, k0, self.lg_cum.reshape(-1), c(incs.lg).reshape(K, -1)).reshape(
+            self.lg_cum.shape)
+        self.lg_slow_cum = f(self.lg_slow._data, k0, self.lg_slow_cum, c(incs.lg_slow))
+        self.lg_deg_cum = f(self.lg_deg._data, k0, self.lg_deg_cum, c(incs.lg_deg))
+
+    def _cum_numpy(self, cols: slice, K: int, incs: TrafficIncrements) -> None:
+        """The histogram and load-generator counters of `write_traffic`: running totals (`seqsum`) written into the
+        families' first rows (the series' order of the totals' flat layout)."""
         h = seqsum(self.h_cum, incs.bucket)
         self.h_cum = h[-1]
         hs = seqsum(self.h_sum_cum, incs.lat_sum)
@@ -342,8 +369,6 @@ class MetricWriter(_OfTwin):
         self.lg_req._data[: self.lg_cum.size, cols] = lg.reshape(K, -1).T
         self.lg_slow._data[: len(self.lg_slow_cum), cols] = sl.T
         self.lg_deg._data[: len(self.lg_deg_cum), cols] = dg.T
-        if self.spans is not None:
-            self.spans.write(k0, K, dt, out)
 
     def queue_traffic(self, k0: int, K: int, dt: float, out, uh: np.ndarray, bounds: list[tuple[int, int]],
                       incs: "TrafficIncrements | None" = None, src: tuple | None = None) -> None:
@@ -445,6 +470,14 @@ class MetricWriter(_OfTwin):
         """The pending cAdvisor blocks and resets, in order; consecutive blocks of the same slots (no reset
         between) computed and written as one (elementwise along ticks: the same floats, see `_pods_block`)."""
         pend, self._pend_pods = self._pend_pods, []
+        ks = kernels()
+        if ks is not None:   # block by block (the definition), each in one compiled call: nothing to join
+            for item in pend:
+                if isinstance(item, list):
+                    self._pods_compiled(ks, *item)
+                else:
+                    self._reset(item)
+            return
         i = 0
         while i < len(pend):
             item = pend[i]
@@ -494,6 +527,26 @@ class MetricWriter(_OfTwin):
         sim.cpu_cum[sl], sim.periods_cum[sl], sim.throttled_cum[sl] = cpu[-1], per[-1], thr[-1]
         sim.pod_util[sl] = util[-1]
         self.write_pods(k0, K, rows, cpu, per, thr, mem, running, lag)
+
+    def _pods_compiled(self, ks, k0: int, K: int, dt: float, sl: np.ndarray, rows: np.ndarray, lay: tuple,
+                       per_pod_rate: np.ndarray, burn: np.ndarray | None, running: np.ndarray, mem: np.ndarray,
+                       lag: np.ndarray) -> None:
+        """`_pods_block` by the compiled kernel (`kernels.pods_block`: the same bits): the counters, their cells
+        in the four cAdvisor families and the per-slot totals in one call; the consumer lag as `write_pods` writes it."""
+        sim = self.sim
+        n = len(sl)
+        if not n:   # (no pod: the consumer lag alone)
+            self._pods_block(k0, K, dt, sl, rows, lay, per_pod_rate, burn, running, mem, lag)
+            return
+        c = np.ascontiguousarray
+        done = ks.pods_block(k0, dt, dt / CFS_PERIOD_S, IDLE_CPU_CORES, MI, c(sl), c(rows), c(lay[4]), c(lay[6]),
+                             c(lay[7]), c(per_pod_rate), NO_BURN if burn is None else c(burn).reshape(-1, n),
+                             c(running).reshape(-1, n), c(mem), sim.cpu_cum, sim.periods_cum, sim.throttled_cum,
+                             sim.pod_util, self.cpu._data, self.periods._data, self.throttled._data, self.mem._data)
+        if done < 0:   # (a cell outside the arrays: numpy's indexing raises)
+            self._pods_block(k0, K, dt, sl, rows, lay, per_pod_rate, burn, running, mem, lag)
+        elif lag.shape[1]:
+            self.lag._data[: lag.shape[1], k0:k0 + K] = lag.T
 
     def write_pods(self, k0: int, K: int, r: np.ndarray, cpu: np.ndarray, periods: np.ndarray,
                    throttled: np.ndarray, mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:
