@@ -4,8 +4,9 @@ Two kinds of families:
 
 - *state* families (kube-state-metrics objects, limits, restarts, endpoints, nodes, quota, ``up``)
   change only when the cluster changes. They are kept as runs of constant columns and written in
-  blocks (``flush``) - at a state change and at the end of every ``advance_to`` - so a steady tick
-  costs nothing for them. A series that disappears (a deleted pod) simply stops being written and
+  blocks: a family's run up to a state refresh's tick just before the family changes there, every
+  current run up to the last tick when the store is read (``flush``) - so a steady tick costs nothing
+  for them. A series that disappears (a deleted pod) simply stops being written and
   reads as stale (NaN), like a dropped target in Prometheus.
 - *flow* families (CPU and memory, mesh request counters and duration histograms, load-generator
   counters, consumer lag) are written every tick with one vectorised assignment each.
@@ -40,8 +41,6 @@ MI = float(2**20)
 #: ticks of traffic (or cAdvisor) writes a writer leaves pending at most: beyond, it does them at once (bounded
 #: memory for a twin whose store nobody reads, e.g. a benchmark's)
 PENDING_TICKS = 64
-#: closed state runs a writer leaves pending at most (`refresh_state`): beyond, it writes them at once
-PENDING_RUNS = 256
 #: cAdvisor: the CPU a running container uses idle (cores), and the CFS period (s)
 IDLE_CPU_CORES = 0.002
 CFS_PERIOD_S = 0.1
@@ -230,11 +229,11 @@ class MetricWriter(_OfTwin):
         self._flow_layout = -1
         self._slot_row = np.zeros(0, dtype=np.intp)   # cAdvisor row per pod slot (-1: none yet)
         # state families: one constant run per family, re-derived for the objects that changed
-        self._runs: dict[str, list] = {}   # family name -> [family, rows r0:r1, values, start tick]
-        #: family name -> the runs `refresh_state` closed since the last write, in order: (r0, r1, values, start
-        #: tick, end tick), written with the family's current run when the store is next read (`flush`)
-        self._closed: dict[str, list] = {}
-        self._n_closed = 0
+        #: family name -> [family, the first tick of its current run not yet written]: the run's values are the
+        #: family's current values (`_cur`), which change only in `refresh_state`, each family's run written up to
+        #: the refresh's tick just before its first change there (`_close`)
+        self._runs: dict[str, list] = {}
+        self._at = 0   # the tick of the state refresh in progress
         #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value], shape) (the three
         #: lists in the order the object's series come, None when a row repeats; shape: see `_update`)
         self._objects: dict[tuple, tuple] = {}
@@ -435,7 +434,7 @@ class MetricWriter(_OfTwin):
             i = j
         if self._pend_pods:
             self._complete_pods()
-        if self._pend_upto or self._closed:
+        if self._pend_upto:
             upto, self._pend_upto = self._pend_upto, 0
             self.flush(upto)
 
@@ -593,7 +592,9 @@ class MetricWriter(_OfTwin):
         sim = self.sim
         c = sim.cluster
         ready_eff = sim.pod_ready_eff
+        #: the families whose values changed at this refresh (each one's run closed before its first change)
         dirty: set[str] = set()
+        self._at = tick
         n = len(c.pods)
         # candidate pods: those the cluster touched, and those whose effective readiness flipped
         eff = ready_eff[:n]
@@ -660,31 +661,6 @@ class MetricWriter(_OfTwin):
             used = sim.quota_used()
             self._update(("quota",), tuple(sorted(used.items())), lambda: self._split(self._quota_series(used)), dirty,
                          self._QUOTA_SHAPE, lambda: self._quota_values(used))
-        closed = self._closed
-        for name in sorted(dirty):
-            fam = self._fams[name]
-            old = self._runs.get(name)
-            if old is not None and tick > old[4] and old[2] > old[1]:   # written at the next store read (`flush`)
-                run = (old[1], old[2], old[3], old[4], tick)
-                c = closed.get(name)
-                if c is None:
-                    closed[name] = [run]
-                else:
-                    c.append(run)
-                self._n_closed += 1
-            vl = self._cur[name]
-            if vl[2] is None:   # the first and last live row, found again (`_live_off`)
-                on = np.flatnonzero(vl[1])
-                vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
-            r0, r1 = vl[2], vl[3]
-            # the run as one block of rows: rows without a live series in it are NaN, as the store's
-            # unwritten cells are (a slice write instead of a scatter)
-            dense = vl[0][r0:r1].copy() if r1 > r0 else np.zeros(0)
-            self._runs[name] = [fam, r0, r1, dense, tick]
-        if closed:
-            self._defer()
-            if self._n_closed > PENDING_RUNS:
-                self.store.complete()
 
     def _drop(self, key, dirty: set) -> bool:
         old = self._objects.pop(key, None)
@@ -698,11 +674,12 @@ class MetricWriter(_OfTwin):
         an object no longer has): not live, NaN, their families dirty."""
         cur = self._cur
         for (name, row) in series:
+            if name not in dirty:
+                self._close(name, dirty)
             vl = cur[name]
             vl[0][row] = np.nan
             vl[1][row] = False
             _live_off(vl, row)
-            dirty.add(name)
 
     def _update(self, key, sig, series, dirty: set, shape=None, values=None) -> bool:
         """Re-derive an object's series when its signature changed; True when it did. ``series()``: the
@@ -729,13 +706,14 @@ class MetricWriter(_OfTwin):
                     if prev_vals[j] != value:
                         name, row = keys[j][0], rows[j]
                         entries[(name, row)] = value
+                        if name not in dirty:
+                            self._close(name, dirty)
                         vl = cur[name]
                         vl[0][row] = value
                         vl[1][row] = True
                         lo = vl[2]   # (`_live_on`, inline)
                         if lo is not None and not lo <= row < vl[3]:
                             vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
-                        dirty.add(name)
                 self._objects[key] = (sig, entries, keys, rows, vals, shape)
                 return True
         if keys is None:
@@ -780,12 +758,13 @@ class MetricWriter(_OfTwin):
                 vl = cur.get(name)
                 if vl is None or row >= len(vl[0]):
                     vl = self._grow_cur(name, row)
+            if name not in dirty:
+                self._close(name, dirty)
             vl[0][row] = value
             vl[1][row] = True
             lo = vl[2]   # (`_live_on`, inline)
             if lo is not None and not lo <= row < vl[3]:
                 vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
-            dirty.add(name)
         # series the object no longer has
         gone = [(k[0], old_rows[j]) for k, j in pos.items()] if pos else before
         if gone:
@@ -824,25 +803,41 @@ class MetricWriter(_OfTwin):
     def _labels(name: str) -> tuple[str, ...]:
         return CATALOGUE[name].labels
 
+    def _close(self, name: str, dirty: set) -> None:
+        """Family ``name`` is about to change at the refresh in progress (tick ``_at``): its current run is written up
+        to that tick (`_write_run`) and a new run starts there; the family is dirty."""
+        dirty.add(name)
+        run = self._runs.get(name)
+        if run is None:
+            self._runs[name] = [self._fams[name], self._at]
+        elif self._at > run[1]:
+            self._write_run(name, run, self._at)
+        else:   # (written past the tick already: the new run's values are written from the tick on)
+            run[1] = self._at
+
+    def _write_run(self, name: str, run: list, upto: int) -> None:
+        """Write family ``name``'s current run, its current values, for ticks ``[start, upto)`` (as one block of
+        rows: the rows of its first to last live series, those without a live series NaN, as the store's unwritten
+        cells are: a slice write instead of a scatter); the run goes on from ``upto``."""
+        vl = self._cur[name]
+        if vl[2] is None:   # the first and last live row, found again (`_live_off`)
+            on = np.flatnonzero(vl[1])
+            vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
+        r0, r1 = vl[2], vl[3]
+        if r1 > r0:
+            run[0]._data[r0:r1, run[1]:upto] = vl[0][r0:r1, None]
+        run[1] = upto
+
     def flush(self, upto: int) -> None:
-        """Write the closed state runs left pending (`refresh_state`), then every state run's constant values
-        for ticks ``[start, upto)``. A family's runs are written one after the other (its rows' memory is
-        touched once per store read, not once per state change)."""
-        closed = self._closed
-        if upto <= 0 and not closed:
+        """Write every state run's constant values for ticks ``[start, upto)`` (the runs `refresh_state` closed were
+        written there, `_close`)."""
+        if upto <= 0:
             return
         if upto > self.store._cols:
             self.store.set_n_ticks(upto)
-        if closed:
-            self._closed = {}
-            self._n_closed = 0
         for name, run in self._runs.items():
-            fam, r0, r1, dense, start = run
-            for c0, c1, values, a, b in closed.get(name, ()):
-                fam._data[c0:c1, a:b] = values[:, None]
-            if upto > start and r1 > r0:
-                fam._data[r0:r1, start:upto] = dense[:, None]
-                run[4] = upto
+            if upto > run[1]:
+                self._write_run(name, run, upto)
 
     #: kube_pod_status_phase's phases and kube_pod_status_ready's conditions, in series order
     PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
