@@ -1,5 +1,6 @@
 """Optional compiled (numba) kernels of the scored twin's metric path: a cAdvisor block (the counters' running totals
-and their four store families' cells) and the per-service memory utilisation of a block.
+and their four store families' cells), the per-service memory utilisation of a block, the traffic counters' running
+totals and their cells, and a state run's cells.
 
 The numpy code is the reference (`MetricWriter._pods_block` and `SimBackend._mem_util`); each of those spends ~25 (or
 ~8) numpy calls on arrays of a few ticks by a few dozen pods, so its cost is numpy's per-call overhead, paid a few hundred
@@ -31,7 +32,7 @@ NO_BURN = np.zeros((0, 0))
 
 
 def kernels():
-    """The twin's compiled kernels (a namespace with ``pods_block``, ``mem_util`` and ``cum_rows``), or None: wherever the alert
+    """The twin's compiled kernels (a namespace with ``pods_block``, ``mem_util``, ``cum_rows`` and ``fill_rows``), or None: wherever the alert
     kernels are off (`sremarathon_env.alerts.compiled.kernels`), or numba could not compile these."""
     if _switch.kernels() is None:
         return None
@@ -54,7 +55,7 @@ def _load():
     import numba
 
     ns = _Namespace()
-    ns.pods_block, ns.mem_util, ns.cum_rows = _define(numba)
+    ns.pods_block, ns.mem_util, ns.cum_rows, ns.fill_rows = _define(numba)
     # one call of each on tiny arrays of the types the twin passes: numba loads (or compiles) them now
     one = np.ones((1, 1))
     f1, b1, i1 = np.ones(1), np.ones(1, np.bool_), np.zeros(1, np.intp)
@@ -63,6 +64,7 @@ def _load():
                   np.zeros((1, 1)), np.zeros((1, 1)))
     ns.mem_util(one, b1, f1, i1, 1)
     ns.cum_rows(np.zeros((1, 1)), 0, f1, one)
+    ns.fill_rows(np.zeros((1, 1)), 0, 1, 0, 1, f1)
     return ns
 
 
@@ -187,4 +189,16 @@ def _define(numba):
             last[j] = x
         return last
 
-    return pods_block, mem_util, cum_rows
+    @njit(cache=True, error_model="numpy")
+    def fill_rows(data, r0, r1, a, b, vals):
+        # data[r0:r1, a:b] = vals[r0:r1, None] (a state run's constant values, `MetricWriter._write_run`); -1, nothing
+        # written, where a bound lies outside the arrays (numpy's slices clip there)
+        if r0 < 0 or a < 0 or r1 > data.shape[0] or b > data.shape[1] or r1 > vals.shape[0]:
+            return -1
+        for r in range(r0, r1):
+            v = vals[r]
+            for c in range(a, b):
+                data[r, c] = v
+        return 0
+
+    return pods_block, mem_util, cum_rows, fill_rows

@@ -825,7 +825,9 @@ class MetricWriter(_OfTwin):
             vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
         r0, r1 = vl[2], vl[3]
         if r1 > r0:
-            run[0]._data[r0:r1, run[1]:upto] = vl[0][r0:r1, None]
+            ks = kernels()   # (the same cells in one compiled call)
+            if ks is None or ks.fill_rows(run[0]._data, r0, r1, run[1], upto, vl[0]) < 0:
+                run[0]._data[r0:r1, run[1]:upto] = vl[0][r0:r1, None]
         run[1] = upto
 
     def flush(self, upto: int) -> None:

@@ -183,3 +183,24 @@ def test_traffic_counter_kernel_gives_the_numpy_bits(ks, app):
         assert [_bits(getattr(w, c)) for c in _CUMS] + [_bits(f._data) for f in fams] == want, K
         assert all(getattr(w, c).shape == cums[c].shape for c in _CUMS)
         k0 += K
+
+
+def test_fill_rows_kernel_gives_numpys_slice_assignment(ks):
+    """`kernels.fill_rows` is ``data[r0:r1, a:b] = vals[r0:r1, None]`` where the bounds lie inside the arrays, and
+    leaves everything to numpy (-1, nothing written) where a slice would clip."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        R, C = int(rng.integers(1, 40)), int(rng.integers(1, 50))
+        data = rng.random((R, C))
+        data[rng.random((R, C)) < 0.2] = np.nan
+        vals = rng.random(int(rng.integers(1, 60)))
+        vals[rng.random(len(vals)) < 0.3] = np.nan
+        r0, r1 = sorted(rng.integers(0, R + 3, 2).tolist())
+        a, b = sorted(rng.integers(0, C + 3, 2).tolist())
+        inside = r1 <= R and b <= C and r1 <= len(vals)
+        want = data.copy()
+        if inside:
+            want[r0:r1, a:b] = vals[r0:r1, None]
+        got = data.copy()
+        assert ks.fill_rows(got, r0, r1, a, b, vals) == (0 if inside else -1)
+        assert _bits(got) == _bits(want)
