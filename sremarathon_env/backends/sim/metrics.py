@@ -234,6 +234,7 @@ class MetricWriter(_OfTwin):
         #: the refresh's tick just before its first change there (`_close`)
         self._runs: dict[str, list] = {}
         self._at = 0   # the tick of the state refresh in progress
+        self._ks = None   # the compiled kernels (`kernels()`) during a state refresh, else None
         #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value], shape) (the three
         #: lists in the order the object's series come, None when a row repeats; shape: see `_update`)
         self._objects: dict[tuple, tuple] = {}
@@ -589,6 +590,13 @@ class MetricWriter(_OfTwin):
         """The cluster changed at ``tick``: re-derive the series of the objects (pods, Deployments,
         nodes, the quota) whose state changed; the families they touch close their run at ``tick``
         and start a new one, the others keep running."""
+        self._ks = kernels()   # (for the runs it closes, `_close`; held only during the call)
+        try:
+            self._refresh_state(tick)
+        finally:
+            self._ks = None
+
+    def _refresh_state(self, tick: int) -> None:
         sim = self.sim
         c = sim.cluster
         ready_eff = sim.pod_ready_eff
@@ -811,21 +819,21 @@ class MetricWriter(_OfTwin):
         if run is None:
             self._runs[name] = [self._fams[name], self._at]
         elif self._at > run[1]:
-            self._write_run(name, run, self._at)
+            self._write_run(name, run, self._at, self._ks)
         else:   # (written past the tick already: the new run's values are written from the tick on)
             run[1] = self._at
 
-    def _write_run(self, name: str, run: list, upto: int) -> None:
+    def _write_run(self, name: str, run: list, upto: int, ks=None) -> None:
         """Write family ``name``'s current run, its current values, for ticks ``[start, upto)`` (as one block of
         rows: the rows of its first to last live series, those without a live series NaN, as the store's unwritten
-        cells are: a slice write instead of a scatter); the run goes on from ``upto``."""
+        cells are: a slice write instead of a scatter; ``ks``: the compiled kernels, or None); the run goes on from
+        ``upto``."""
         vl = self._cur[name]
         if vl[2] is None:   # the first and last live row, found again (`_live_off`)
             on = np.flatnonzero(vl[1])
             vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
         r0, r1 = vl[2], vl[3]
         if r1 > r0:
-            ks = kernels()   # (the same cells in one compiled call)
             if ks is None or ks.fill_rows(run[0]._data, r0, r1, run[1], upto, vl[0]) < 0:
                 run[0]._data[r0:r1, run[1]:upto] = vl[0][r0:r1, None]
         run[1] = upto
@@ -837,9 +845,10 @@ class MetricWriter(_OfTwin):
             return
         if upto > self.store._cols:
             self.store.set_n_ticks(upto)
+        ks = kernels()
         for name, run in self._runs.items():
             if upto > run[1]:
-                self._write_run(name, run, upto)
+                self._write_run(name, run, upto, ks)
 
     #: kube_pod_status_phase's phases and kube_pod_status_ready's conditions, in series order
     PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")

@@ -162,9 +162,9 @@ def test_state_runs_give_each_tick_the_values_it_ran_with(monkeypatch, seed):
     closes = {"written": 0}
     write_run = MetricWriter._write_run
 
-    def counted(self, name, run, upto):
+    def counted(self, name, run, upto, ks=None):
         closes["written"] += upto > run[1]
-        return write_run(self, name, run, upto)
+        return write_run(self, name, run, upto, ks)
 
     monkeypatch.setattr(MetricWriter, "_write_run", counted)
     seen = _state_by_tick(monkeypatch)

@@ -169,8 +169,8 @@ def checked(monkeypatch):
                 assert (lo, hi) == ((int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)), name
                 calls["ranges"] += 1
 
-    def write_checked(self, name, run, upto):   # a run written: the rows it took are the first to last live row
-        write_run(self, name, run, upto)
+    def write_checked(self, name, run, upto, ks=None):   # a run written: the rows it took are the first to last live row
+        write_run(self, name, run, upto, ks)
         vals, live, r0, r1 = self._cur[name]
         if live.any():   # the definition: first and last live row by argmax
             assert (r0, r1) == (int(live.argmax()), len(live) - int(live[::-1].argmax()))
