@@ -1,6 +1,6 @@
 """Optional compiled (numba) kernels of the scored twin's metric path: a cAdvisor block (the counters' running totals
 and their four store families' cells), the per-service memory utilisation of a block, the traffic counters' running
-totals and their cells, and a state run's cells.
+totals and their cells, a state run's cells, and a block's per-service state fields (history rows).
 
 The numpy code is the reference (`MetricWriter._pods_block` and `SimBackend._mem_util`); each of those spends ~25 (or
 ~8) numpy calls on arrays of a few ticks by a few dozen pods, so its cost is numpy's per-call overhead, paid a few hundred
@@ -32,7 +32,8 @@ NO_BURN = np.zeros((0, 0))
 
 
 def kernels():
-    """The twin's compiled kernels (a namespace with ``pods_block``, ``mem_util``, ``cum_rows`` and ``fill_rows``), or None: wherever the alert
+    """The twin's compiled kernels (a namespace with ``pods_block``, ``mem_util``, ``cum_rows``, ``fill_rows``,
+    ``state_rows``, ``req_cum`` and ``take_rows``), or None: wherever the alert
     kernels are off (`sremarathon_env.alerts.compiled.kernels`), or numba could not compile these."""
     if _switch.kernels() is None:
         return None
@@ -55,7 +56,8 @@ def _load():
     import numba
 
     ns = _Namespace()
-    ns.pods_block, ns.mem_util, ns.cum_rows, ns.fill_rows = _define(numba)
+    (ns.pods_block, ns.mem_util, ns.cum_rows, ns.fill_rows, ns.state_rows, ns.req_cum,
+     ns.take_rows) = _define(numba)
     # one call of each on tiny arrays of the types the twin passes: numba loads (or compiles) them now
     one = np.ones((1, 1))
     f1, b1, i1 = np.ones(1), np.ones(1, np.bool_), np.zeros(1, np.intp)
@@ -65,6 +67,9 @@ def _load():
     ns.mem_util(one, b1, f1, i1, 1)
     ns.cum_rows(np.zeros((1, 1)), 0, f1, one)
     ns.fill_rows(np.zeros((1, 1)), 0, 1, 0, 1, f1)
+    ns.state_rows(np.zeros((1, 10, 1)), one, b1, f1, i1, np.zeros((1, 0)), np.zeros(0, np.intp), f1, f1, f1)
+    ns.req_cum(f1, one, np.ones(1, np.intp), b1, b1, np.zeros(1, np.intp))
+    ns.take_rows(np.zeros((1, 1)), i1, i1, 0, one)
     return ns
 
 
@@ -201,4 +206,93 @@ def _define(numba):
                 data[r, c] = v
         return 0
 
-    return pods_block, mem_util, cum_rows, fill_rows
+    @njit(cache=True, error_model="numpy")
+    def state_rows(rows, mem, running, lim, svc, lag, lag_callee, ready, desired, restarts):
+        # `SimBackend._state_rows`: a block's per-service state fields in its history rows (K, fields, S): 5 the
+        # memory utilisation (`mem_util`'s numbers), 6 the consumer lag summed into each callee (0.0, then += each
+        # async edge's lag in edge order), 7 ready, 8 desired, 9 restarts (copied)
+        K = mem.shape[0]
+        n = svc.shape[0]
+        S = rows.shape[2]
+        L = lag_callee.shape[0]
+        if rows.shape[0] != K or rows.shape[1] < 10 or mem.shape[1] != n or lim.shape[0] != n \
+                or running.shape[0] != n or lag.shape[0] != K or lag.shape[1] != L or ready.shape[0] != S \
+                or desired.shape[0] != S or restarts.shape[0] != S:
+            raise ValueError("state_rows: shapes do not match")
+        for j in range(n):
+            if svc[j] < 0 or svc[j] >= S:
+                raise ValueError("state_rows: service out of range")
+        for i in range(L):
+            if lag_callee[i] < 0 or lag_callee[i] >= S:
+                raise ValueError("state_rows: service out of range")
+        seen = np.zeros(S, np.bool_)
+        for k in range(K):
+            for s in range(S):
+                rows[k, 5, s] = 0.0
+                rows[k, 6, s] = 0.0
+                rows[k, 7, s] = ready[s]
+                rows[k, 8, s] = desired[s]
+                rows[k, 9, s] = restarts[s]
+            seen[:] = False
+            for j in range(n):
+                s = svc[j]
+                v = mem[k, j] / lim[j] if running[j] else 0.0
+                if not seen[s]:
+                    rows[k, 5, s] = v
+                    seen[s] = True
+                else:
+                    m = rows[k, 5, s]
+                    rows[k, 5, s] = m if (m >= v or m != m) else v
+            for i in range(L):
+                rows[k, 6, lag_callee[i]] += lag[k, i]
+        return 0
+
+    @njit(cache=True, error_model="numpy")
+    def req_cum(start, inc, ends, on, allowed, first):
+        # the request counters of `MetricWriter.write_traffic`: their running totals (K, n) one tick at a time from
+        # ``start`` (seqsum), and per counter the first run (index into ``ends``, the runs' end offsets) at whose last
+        # tick a counter not yet on (``on``) but ``allowed`` reaches half a request, -1 where none (into ``first``);
+        # returns (the totals, how many counters reach it)
+        K = inc.shape[0]
+        n = start.shape[0]
+        B = ends.shape[0]
+        if inc.shape[1] != n or on.shape[0] != n or allowed.shape[0] != n or first.shape[0] != n:
+            raise ValueError("req_cum: shapes do not match")
+        for b in range(B):
+            if ends[b] < 1 or ends[b] > K:
+                raise ValueError("req_cum: run end out of range")
+        cum = np.empty((K, n))
+        hits = 0
+        for j in range(n):
+            x = start[j]
+            for k in range(K):
+                x = x + inc[k, j]
+                cum[k, j] = x
+            first[j] = -1
+            if allowed[j] and not on[j]:
+                for b in range(B):
+                    if cum[ends[b] - 1, j] >= 0.5:
+                        first[j] = b
+                        hits += 1
+                        break
+        return cum, hits
+
+    @njit(cache=True, error_model="numpy")
+    def take_rows(data, rows, flat, k0, cum):
+        # data[rows, k0:k0+K] = cum.take(flat, axis=1).T (the enabled request series' cells); -1, nothing written,
+        # where a cell would lie outside the arrays
+        K = cum.shape[0]
+        m = rows.shape[0]
+        if flat.shape[0] != m or k0 < 0 or k0 + K > data.shape[1]:
+            return -1
+        for j in range(m):
+            if rows[j] < 0 or rows[j] >= data.shape[0] or flat[j] < 0 or flat[j] >= cum.shape[1]:
+                return -1
+        for j in range(m):
+            r = rows[j]
+            f = flat[j]
+            for k in range(K):
+                data[r, k0 + k] = cum[k, f]
+        return 0
+
+    return pods_block, mem_util, cum_rows, fill_rows, state_rows, req_cum, take_rows

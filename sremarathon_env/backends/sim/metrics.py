@@ -308,24 +308,43 @@ class MetricWriter(_OfTwin):
         if incs is None:
             incs = traffic_increments(self.mesh_edges, self.src_mask, out, uh, dt)
         cols = slice(k0, k0 + K)
-        cum = seqsum(self.req_cum, incs.req)
-        self.req_cum = cum[-1]
+        ks = kernels()
         late = []   # (first tick offset, columns) of series that start in a later run of this write
-        enabled = False
-        for a, b in bounds or ((0, K),):
-            new = (cum[b - 1] >= 0.5) & ~self.req_on & self.req_allowed
-            if new.any():
-                for i, col in zip(*np.nonzero(new)):
-                    self._enable(int(i), int(col))
-                enabled = True
-                if a > 0:
-                    late.append((a, np.flatnonzero(new.reshape(-1))))
-        if enabled:
-            self._rebuild_req()
-        self.req._data[self.req_rows, cols] = cum.reshape(K, -1).take(self.req_flat, axis=1).T
+        runs = bounds or ((0, K),)
+        if ks is not None:   # the running totals and the runs where counters reach half a request: one call
+            first = np.empty(self.req_cum.size, dtype=np.intp)
+            cum, hits = ks.req_cum(self.req_cum.reshape(-1), np.ascontiguousarray(incs.req).reshape(K, -1),
+                                   np.array([b for _, b in runs], dtype=np.intp), self.req_on.reshape(-1),
+                                   self.req_allowed.reshape(-1), first)
+            self.req_cum = cum[-1].reshape(self.req_cum.shape)
+            if hits:   # each run's new series in (edge, code column) order, as the loop below finds them
+                for x, (a, _) in enumerate(runs):
+                    flat = np.flatnonzero(first == x)
+                    if len(flat):
+                        for f in flat.tolist():
+                            self._enable(*divmod(f, len(CODE_COLS)))
+                        if a > 0:
+                            late.append((a, flat))
+                self._rebuild_req()
+            if ks.take_rows(self.req._data, self.req_rows, self.req_flat, k0, cum) < 0:
+                self.req._data[self.req_rows, cols] = cum.take(self.req_flat, axis=1).T
+        else:
+            cum = seqsum(self.req_cum, incs.req)
+            self.req_cum = cum[-1]
+            enabled = False
+            for a, b in runs:
+                new = (cum[b - 1] >= 0.5) & ~self.req_on & self.req_allowed
+                if new.any():
+                    for i, col in zip(*np.nonzero(new)):
+                        self._enable(int(i), int(col))
+                    enabled = True
+                    if a > 0:
+                        late.append((a, np.flatnonzero(new.reshape(-1))))
+            if enabled:
+                self._rebuild_req()
+            self.req._data[self.req_rows, cols] = cum.reshape(K, -1).take(self.req_flat, axis=1).T
         for a, flat in late:   # not written before their run (new rows: NaN, as unwritten cells are)
             self.req._data[self._flat_row[flat], k0:k0 + a] = np.nan
-        ks = kernels()
         if ks is not None:   # the running totals and their cells in one compiled call per family (the same bits)
             self._cum_compiled(ks, k0, K, incs)
         else:

@@ -204,3 +204,74 @@ def test_fill_rows_kernel_gives_numpys_slice_assignment(ks):
         got = data.copy()
         assert ks.fill_rows(got, r0, r1, a, b, vals) == (0 if inside else -1)
         assert _bits(got) == _bits(want)
+
+
+@pytest.mark.parametrize("app,seed", [("online-boutique", 1), ("astronomy-shop", 2), ("train-ticket", 3)])
+def test_state_rows_kernel_gives_the_numpy_bits(ks, monkeypatch, app, seed):
+    """A block's state fields in its history rows (memory utilisation, consumer lag into callees - several edges into
+    one callee too -, ready, desired, restarts), with and without the kernel, other fields left as they were."""
+    rng = np.random.default_rng(seed)
+    sim = _twin(app, seed)
+    sl = sim.writer.flow_slots_now()
+    n = len(sl)
+    if seed % 2:
+        sim.cluster.p_svc[sl] = rng.integers(0, max(1, sim.m.S // 2), n)
+        sim._blk = None
+        sim._mem_layout = (None,)
+    callee = rng.integers(0, sim.m.S, 4)
+    callee[1] = callee[0]
+    sim._lag_callee, sim._lag_callee_a = callee.tolist(), callee.astype(np.intp)
+    sim.ready_count = rng.integers(0, 4, sim.m.S).astype(float)
+    sim._desired = rng.integers(0, 4, sim.m.S).astype(float)
+    sim._restarts = rng.integers(0, 9, sim.m.S).astype(float)
+    for K in (1, 2, 9):
+        mem = rng.random((K, n)) * 400.0
+        running = rng.random(n) < 0.7
+        lag = rng.random((K, 4)) * rng.choice([0.0, 50.0])
+        base = rng.random((K, 12, sim.m.S))
+        got, want = base.copy(), base.copy()
+        sim._state_rows(got, mem, running, sl, lag)
+        with monkeypatch.context() as mp:
+            mp.setattr(backend_mod, "kernels", lambda: None)
+            sim._state_rows(want, mem, running, sl, lag)
+        assert _bits(got) == _bits(want)
+
+
+def _twin_writes(sim: SimBackend, seed: int) -> None:
+    """Random traffic writes (several runs each, counters that cross half a request inside later runs)."""
+    rng = np.random.default_rng(seed)
+    w = sim.writer
+    k0 = sim.store._n
+    for K in (1, 2, 5, 9, 30):
+        cuts = sorted(set(rng.integers(1, K, int(rng.integers(0, 4))).tolist())) if K > 1 else []
+        edges = [0] + cuts + [K]
+        bounds = list(zip(edges[:-1], edges[1:]))
+        req = rng.random((K,) + w.req_cum.shape) * rng.choice([0.0, 0.01, 0.2, 3.0], w.req_cum.shape)
+        incs = metrics_mod.TrafficIncrements(req, *(rng.random((K,) + getattr(w, c).shape)
+                                                    for c in ("h_cum", "h_sum_cum", "h_cnt_cum", "lg_cum",
+                                                              "lg_slow_cum", "lg_deg_cum")))
+        sim.store.set_n_ticks(k0 + K)
+        w.write_traffic(k0, K, 15.0, None, np.zeros(sim.m.E), bounds, incs)
+        k0 += K
+
+
+def test_request_counter_kernels_give_the_numpy_store(ks, monkeypatch):
+    """`write_traffic`'s request counters by `req_cum` / `take_rows`: the running totals, the series enabled (in the
+    same order: the same rows), their cells and the NaN before a series' first run, as the numpy loop over runs."""
+    twins = {}
+    for mode in ("numpy", "kernels"):
+        sim = _twin("online-boutique", 5)
+        assert sim.writer.spans is None
+        with monkeypatch.context() as mp:
+            if mode == "numpy":
+                mp.setattr(metrics_mod, "kernels", lambda: None)
+            before = len(sim.writer.req_rows)
+            _twin_writes(sim, 11)
+            assert len(sim.writer.req_rows) > before + 5   # series enabled inside the writes
+        twins[mode] = sim
+    a, b = twins["numpy"].writer, twins["kernels"].writer
+    assert _bits(a.req_cum) == _bits(b.req_cum) and a.req_cum.shape == b.req_cum.shape
+    assert _bits(a.req_on) == _bits(b.req_on) and _bits(a._flat_row) == _bits(b._flat_row)
+    assert a.req._label_values == b.req._label_values
+    n = a.store._n
+    assert _bits(a.req._data[: len(a.req._label_values), :n]) == _bits(b.req._data[: len(b.req._label_values), :n])
