@@ -33,7 +33,7 @@ NO_BURN = np.zeros((0, 0))
 
 def kernels():
     """The twin's compiled kernels (a namespace with ``pods_block``, ``mem_util``, ``cum_rows``, ``fill_rows``,
-    ``state_rows``, ``req_cum`` and ``take_rows``), or None: wherever the alert
+    ``fill_live``, ``state_rows``, ``req_cum`` and ``take_rows``), or None: wherever the alert
     kernels are off (`sremarathon_env.alerts.compiled.kernels`), or numba could not compile these."""
     if _switch.kernels() is None:
         return None
@@ -56,7 +56,7 @@ def _load():
     import numba
 
     ns = _Namespace()
-    (ns.pods_block, ns.mem_util, ns.cum_rows, ns.fill_rows, ns.state_rows, ns.req_cum,
+    (ns.pods_block, ns.mem_util, ns.cum_rows, ns.fill_rows, ns.fill_live, ns.state_rows, ns.req_cum,
      ns.take_rows) = _define(numba)
     # one call of each on tiny arrays of the types the twin passes: numba loads (or compiles) them now
     one = np.ones((1, 1))
@@ -67,6 +67,7 @@ def _load():
     ns.mem_util(one, b1, f1, i1, 1)
     ns.cum_rows(np.zeros((1, 1)), 0, f1, one)
     ns.fill_rows(np.zeros((1, 1)), 0, 1, 0, 1, f1)
+    ns.fill_live(np.zeros((1, 1)), 0, 1, 0, 1, f1, b1)
     ns.state_rows(np.zeros((1, 10, 1)), one, b1, f1, i1, np.zeros((1, 0)), np.zeros(0, np.intp), f1, f1, f1)
     ns.req_cum(f1, one, np.ones(1, np.intp), b1, b1, np.zeros(1, np.intp))
     ns.take_rows(np.zeros((1, 1)), i1, i1, 0, one)
@@ -207,6 +208,20 @@ def _define(numba):
         return 0
 
     @njit(cache=True, error_model="numpy")
+    def fill_live(data, r0, r1, a, b, vals, live):
+        # `fill_rows` for the rows with a live series (``live``) alone: the others' cells are left as they are (NaN
+        # where a state run never wrote them: see `MetricWriter._write_run`); -1, nothing written, where a bound lies
+        # outside the arrays
+        if r0 < 0 or a < 0 or r1 > data.shape[0] or b > data.shape[1] or r1 > vals.shape[0] or r1 > live.shape[0]:
+            return -1
+        for r in range(r0, r1):
+            if live[r]:
+                v = vals[r]
+                for c in range(a, b):
+                    data[r, c] = v
+        return 0
+
+    @njit(cache=True, error_model="numpy")
     def state_rows(rows, mem, running, lim, svc, lag, lag_callee, ready, desired, restarts):
         # `SimBackend._state_rows`: a block's per-service state fields in its history rows (K, fields, S): 5 the
         # memory utilisation (`mem_util`'s numbers), 6 the consumer lag summed into each callee (0.0, then += each
@@ -295,4 +310,4 @@ def _define(numba):
                 data[r, k0 + k] = cum[k, f]
         return 0
 
-    return pods_block, mem_util, cum_rows, fill_rows, state_rows, req_cum, take_rows
+    return pods_block, mem_util, cum_rows, fill_rows, fill_live, state_rows, req_cum, take_rows

@@ -229,7 +229,8 @@ class MetricWriter(_OfTwin):
         self._flow_layout = -1
         self._slot_row = np.zeros(0, dtype=np.intp)   # cAdvisor row per pod slot (-1: none yet)
         # state families: one constant run per family, re-derived for the objects that changed
-        #: family name -> [family, the first tick of its current run not yet written]: the run's values are the
+        #: family name -> [family, the first tick of its current run not yet written, the tick up to which a
+        #: refresh's new run starts behind ticks written already (0: none; `_close`)]: the run's values are the
         #: family's current values (`_cur`), which change only in `refresh_state`, each family's run written up to
         #: the refresh's tick just before its first change there (`_close`)
         self._runs: dict[str, list] = {}
@@ -836,10 +837,11 @@ class MetricWriter(_OfTwin):
         dirty.add(name)
         run = self._runs.get(name)
         if run is None:
-            self._runs[name] = [self._fams[name], self._at]
+            self._runs[name] = [self._fams[name], self._at, 0]
         elif self._at > run[1]:
             self._write_run(name, run, self._at, self._ks)
-        else:   # (written past the tick already: the new run's values are written from the tick on)
+        else:   # (written past the tick already: the new run's values are written from the tick on, NaN included)
+            run[2] = max(run[2], run[1])
             run[1] = self._at
 
     def _write_run(self, name: str, run: list, upto: int, ks=None) -> None:
@@ -853,8 +855,12 @@ class MetricWriter(_OfTwin):
             vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
         r0, r1 = vl[2], vl[3]
         if r1 > r0:
-            if ks is None or ks.fill_rows(run[0]._data, r0, r1, run[1], upto, vl[0]) < 0:
-                run[0]._data[r0:r1, run[1]:upto] = vl[0][r0:r1, None]
+            data = run[0]._data
+            # compiled: the live rows alone - a row without a live series has NaN (never written) at every tick a
+            # run has not written yet, except behind a refresh that started a run there (`_close`: the whole range)
+            if ks is None or (ks.fill_rows(data, r0, r1, run[1], upto, vl[0]) if run[2] > run[1] else
+                              ks.fill_live(data, r0, r1, run[1], upto, vl[0], vl[1])) < 0:
+                data[r0:r1, run[1]:upto] = vl[0][r0:r1, None]
         run[1] = upto
 
     def flush(self, upto: int) -> None:

@@ -275,3 +275,24 @@ def test_request_counter_kernels_give_the_numpy_store(ks, monkeypatch):
     assert a.req._label_values == b.req._label_values
     n = a.store._n
     assert _bits(a.req._data[: len(a.req._label_values), :n]) == _bits(b.req._data[: len(b.req._label_values), :n])
+
+
+def test_fill_live_kernel_writes_the_live_rows_of_the_slice(ks):
+    """`kernels.fill_live`: numpy's slice assignment on the rows with a live series, every other cell as it was; -1
+    with nothing written where a bound lies outside the arrays."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        R, C = int(rng.integers(1, 40)), int(rng.integers(1, 50))
+        data = rng.random((R, C))
+        vals = rng.random(int(rng.integers(1, 60)))
+        live = rng.random(int(rng.integers(1, 60))) < 0.6
+        r0, r1 = sorted(rng.integers(0, R + 3, 2).tolist())
+        a, b = sorted(rng.integers(0, C + 3, 2).tolist())
+        inside = r1 <= R and b <= C and r1 <= len(vals) and r1 <= len(live)
+        want = data.copy()
+        if inside:
+            rows = np.flatnonzero(live[r0:r1]) + r0
+            want[rows, a:b] = vals[rows, None]
+        got = data.copy()
+        assert ks.fill_live(got, r0, r1, a, b, vals, live) == (0 if inside else -1)
+        assert _bits(got) == _bits(want)

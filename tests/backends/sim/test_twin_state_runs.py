@@ -117,6 +117,18 @@ def test_update_by_kept_series_equals_the_lookup_by_entries(monkeypatch, seed):
         assert [x[3] for x in a] == [x[3] for x in b]
 
 
+@pytest.fixture(params=["0", "1"])
+def numba_mode(request, monkeypatch):
+    """The numpy writes (a run's rows first to last live, NaN between) and the compiled ones (the live rows alone,
+    `kernels.fill_live`, and the whole range behind a refresh that started a run there)."""
+    if request.param == "1":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("SREMARATHON_NUMBA", request.param)
+    from sremarathon_env.backends.sim.kernels import kernels
+    assert (kernels() is not None) == (request.param == "1")
+    return request.param
+
+
 def _state_by_tick(monkeypatch):
     """Every tick a twin runs: its state families' current values then (the definition of their store columns)."""
     seen: list[tuple[int, int, dict]] = []
@@ -156,7 +168,7 @@ def _assert_state_columns(sim: SimBackend, seen: list) -> int:
 
 
 @pytest.mark.parametrize("seed", [3, 6])
-def test_state_runs_give_each_tick_the_values_it_ran_with(monkeypatch, seed):
+def test_state_runs_give_each_tick_the_values_it_ran_with(monkeypatch, numba_mode, seed):
     """Reads after every advance through churn, faults and node loss (runs written up to each read, then closed by
     later refreshes): the definition's columns at the end."""
     closes = {"written": 0}
@@ -175,7 +187,7 @@ def test_state_runs_give_each_tick_the_values_it_ran_with(monkeypatch, seed):
 
 
 @pytest.mark.parametrize("app,seed", [("online-boutique", 3), ("train-ticket", 4), ("astronomy-shop", 2)])
-def test_state_runs_of_a_twin_read_once_give_each_tick_its_values(monkeypatch, app, seed):
+def test_state_runs_of_a_twin_read_once_give_each_tick_its_values(monkeypatch, numba_mode, app, seed):
     """OOM kills, restarts and scaling, the store read only at the end (every run closed where a refresh closes
     it, the current ones written at the read): the definition's columns."""
     seen = _state_by_tick(monkeypatch)
@@ -187,7 +199,7 @@ def test_state_runs_of_a_twin_read_once_give_each_tick_its_values(monkeypatch, a
     assert _assert_state_columns(sim, seen) > 10_000
 
 
-def test_a_state_run_rewritten_from_a_refresh_behind_its_written_ticks(monkeypatch):
+def test_a_state_run_rewritten_from_a_refresh_behind_its_written_ticks(monkeypatch, numba_mode):
     """A refresh at a tick the family's current run was already written past starts the new run there: its values
     replace the old ones from that tick on (the definition's columns), as a run closed at its start would."""
     seen = _state_by_tick(monkeypatch)
