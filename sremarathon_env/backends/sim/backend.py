@@ -30,6 +30,7 @@ from sremarathon_env.backends.sim import faulthook, render
 from sremarathon_env.backends.sim.cluster import CrashPlan, Cluster, Deployment, Pod, ReplicaSet, rolling_params
 from sremarathon_env.backends.sim.faulthook import EffectBook, config_faults, marker_holds
 from sremarathon_env.backends.sim.history import SVC_FIELDS, Epoch, History
+from sremarathon_env.backends.sim.kernels import kernels
 from sremarathon_env.backends.sim.metrics import MetricWriter, SlotsOnly, traffic_increments
 from sremarathon_env.backends.sim.model import CompiledApp
 from sremarathon_env.backends.sim.traffic import StackedInputs, TickInputs, TrafficModel, _Groups, stack_inputs, window
@@ -325,6 +326,7 @@ class SimBackend:
         self.history = History(self.m)
         self._svc_in = _Groups(self.m.edge_callee, self.m.S)        # edge columns -> callee service
         self._lag_callee = [self.m.edges[e][1] for e in self.m.async_edges]
+        self._lag_callee_a = np.array(self._lag_callee, dtype=np.intp)   # (the same, for `kernels.state_rows`)
         self._spec_zone = np.array([self.m.zones.index(self.app.zone_of(n)) for n in self.m.svc_names], dtype=np.intp)
         self._desired = np.zeros(self.m.S)
         self._restarts = np.zeros(self.m.S)
@@ -661,6 +663,13 @@ class SimBackend:
 
     def _state_rows(self, rows: np.ndarray, mem: np.ndarray, running: np.ndarray, sl, lag_block: np.ndarray) -> None:
         """Fill a block's per-service state fields: memory utilisation, consumer lag, ready, desired, restarts."""
+        ks = kernels()
+        if ks is not None and running.ndim == 1:   # the same bits in one compiled call (`kernels.state_rows`)
+            lay = self._layout_arrays(sl)
+            ks.state_rows(rows, np.ascontiguousarray(mem), np.ascontiguousarray(running), lay[8], lay[1],
+                          np.ascontiguousarray(lag_block), self._lag_callee_a, self.ready_count, self._desired,
+                          self._restarts)
+            return
         rows[:, 5] = self._mem_util(mem, running, sl)
         rows[:, 6] = 0.0
         for i, s_ in enumerate(self._lag_callee):
@@ -980,6 +989,10 @@ class SimBackend:
         none runs or none has a limit). (`_mem_util_plain`'s floats: a pod that does not run, or runs
         without a limit (working set / inf), counts 0, which leaves the largest of the non-negative
         ratios as it is and makes a service without any ratio 0; no NaN to skip or replace.)"""
+        ks = kernels()
+        if ks is not None and running.ndim == 1:   # the same bits in one compiled call (`kernels.mem_util`)
+            lay = self._layout_arrays(sl)
+            return ks.mem_util(np.ascontiguousarray(mem), np.ascontiguousarray(running), lay[8], lay[1], self.m.S)
         c = self.cluster
         key = (c.layout_version, len(sl))
         if self._mem_layout[0] != key:

@@ -4,8 +4,9 @@ Two kinds of families:
 
 - *state* families (kube-state-metrics objects, limits, restarts, endpoints, nodes, quota, ``up``)
   change only when the cluster changes. They are kept as runs of constant columns and written in
-  blocks (``flush``) - at a state change and at the end of every ``advance_to`` - so a steady tick
-  costs nothing for them. A series that disappears (a deleted pod) simply stops being written and
+  blocks: a family's run up to a state refresh's tick just before the family changes there, every
+  current run up to the last tick when the store is read (``flush``) - so a steady tick costs nothing
+  for them. A series that disappears (a deleted pod) simply stops being written and
   reads as stale (NaN), like a dropped target in Prometheus.
 - *flow* families (CPU and memory, mesh request counters and duration histograms, load-generator
   counters, consumer lag) are written every tick with one vectorised assignment each.
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sremarathon_env.backends.sim.cluster import rolling_params
+from sremarathon_env.backends.sim.kernels import NO_BURN, kernels
 from sremarathon_env.backends.sim.traffic import bucket_cdf, concat, window
 from sremarathon_env.backends.sim.spanmetrics import SpanMetricsWriter
 from sremarathon_env.backends.sim.util import seqsum
@@ -39,8 +41,6 @@ MI = float(2**20)
 #: ticks of traffic (or cAdvisor) writes a writer leaves pending at most: beyond, it does them at once (bounded
 #: memory for a twin whose store nobody reads, e.g. a benchmark's)
 PENDING_TICKS = 64
-#: closed state runs a writer leaves pending at most (`refresh_state`): beyond, it writes them at once
-PENDING_RUNS = 256
 #: cAdvisor: the CPU a running container uses idle (cores), and the CFS period (s)
 IDLE_CPU_CORES = 0.002
 CFS_PERIOD_S = 0.1
@@ -229,11 +229,13 @@ class MetricWriter(_OfTwin):
         self._flow_layout = -1
         self._slot_row = np.zeros(0, dtype=np.intp)   # cAdvisor row per pod slot (-1: none yet)
         # state families: one constant run per family, re-derived for the objects that changed
-        self._runs: dict[str, list] = {}   # family name -> [family, rows r0:r1, values, start tick]
-        #: family name -> the runs `refresh_state` closed since the last write, in order: (r0, r1, values, start
-        #: tick, end tick), written with the family's current run when the store is next read (`flush`)
-        self._closed: dict[str, list] = {}
-        self._n_closed = 0
+        #: family name -> [family, the first tick of its current run not yet written, the tick up to which a
+        #: refresh's new run starts behind ticks written already (0: none; `_close`)]: the run's values are the
+        #: family's current values (`_cur`), which change only in `refresh_state`, each family's run written up to
+        #: the refresh's tick just before its first change there (`_close`)
+        self._runs: dict[str, list] = {}
+        self._at = 0   # the tick of the state refresh in progress
+        self._ks = None   # the compiled kernels (`kernels()`) during a state refresh, else None
         #: object -> (signature, {(family, row): value}, [(family, labels)], [row], [value], shape) (the three
         #: lists in the order the object's series come, None when a row repeats; shape: see `_update`)
         self._objects: dict[tuple, tuple] = {}
@@ -307,23 +309,68 @@ class MetricWriter(_OfTwin):
         if incs is None:
             incs = traffic_increments(self.mesh_edges, self.src_mask, out, uh, dt)
         cols = slice(k0, k0 + K)
-        cum = seqsum(self.req_cum, incs.req)
-        self.req_cum = cum[-1]
+        ks = kernels()
         late = []   # (first tick offset, columns) of series that start in a later run of this write
-        enabled = False
-        for a, b in bounds or ((0, K),):
-            new = (cum[b - 1] >= 0.5) & ~self.req_on & self.req_allowed
-            if new.any():
-                for i, col in zip(*np.nonzero(new)):
-                    self._enable(int(i), int(col))
-                enabled = True
-                if a > 0:
-                    late.append((a, np.flatnonzero(new.reshape(-1))))
-        if enabled:
-            self._rebuild_req()
-        self.req._data[self.req_rows, cols] = cum.reshape(K, -1).take(self.req_flat, axis=1).T
+        runs = bounds or ((0, K),)
+        if ks is not None:   # the running totals and the runs where counters reach half a request: one call
+            first = np.empty(self.req_cum.size, dtype=np.intp)
+            cum, hits = ks.req_cum(self.req_cum.reshape(-1), np.ascontiguousarray(incs.req).reshape(K, -1),
+                                   np.array([b for _, b in runs], dtype=np.intp), self.req_on.reshape(-1),
+                                   self.req_allowed.reshape(-1), first)
+            self.req_cum = cum[-1].reshape(self.req_cum.shape)
+            if hits:   # each run's new series in (edge, code column) order, as the loop below finds them
+                for x, (a, _) in enumerate(runs):
+                    flat = np.flatnonzero(first == x)
+                    if len(flat):
+                        for f in flat.tolist():
+                            self._enable(*divmod(f, len(CODE_COLS)))
+                        if a > 0:
+                            late.append((a, flat))
+                self._rebuild_req()
+            if ks.take_rows(self.req._data, self.req_rows, self.req_flat, k0, cum) < 0:
+                self.req._data[self.req_rows, cols] = cum.take(self.req_flat, axis=1).T
+        else:
+            cum = seqsum(self.req_cum, incs.req)
+            self.req_cum = cum[-1]
+            enabled = False
+            for a, b in runs:
+                new = (cum[b - 1] >= 0.5) & ~self.req_on & self.req_allowed
+                if new.any():
+                    for i, col in zip(*np.nonzero(new)):
+                        self._enable(int(i), int(col))
+                    enabled = True
+                    if a > 0:
+                        late.append((a, np.flatnonzero(new.reshape(-1))))
+            if enabled:
+                self._rebuild_req()
+            self.req._data[self.req_rows, cols] = cum.reshape(K, -1).take(self.req_flat, axis=1).T
         for a, flat in late:   # not written before their run (new rows: NaN, as unwritten cells are)
             self.req._data[self._flat_row[flat], k0:k0 + a] = np.nan
+        if ks is not None:   # the running totals and their cells in one compiled call per family (the same bits)
+            self._cum_compiled(ks, k0, K, incs)
+        else:
+            self._cum_numpy(cols, K, incs)
+        if self.spans is not None:
+            self.spans.write(k0, K, dt, out)
+
+    def _cum_compiled(self, ks, k0: int, K: int, incs: TrafficIncrements) -> None:
+        """`_cum_numpy` by `kernels.cum_rows`."""
+        c = np.ascontiguousarray
+        f = ks.cum_rows
+        self.h_cum = f(self.h_bucket._data, k0, self.h_cum.reshape(-1), c(incs.bucket).reshape(K, -1)).reshape(
+            self.h_cum.shape)
+        self.h_sum_cum = f(self.h_sum._data, k0, self.h_sum_cum.reshape(-1), c(incs.lat_sum).reshape(K, -1)).reshape(
+            self.h_sum_cum.shape)
+        self.h_cnt_cum = f(self.h_count._data, k0, self.h_cnt_cum.reshape(-1), c(incs.count).reshape(K, -1)).reshape(
+            self.h_cnt_cum.shape)
+        self.lg_cum = f(self.lg_req._data, k0, self.lg_cum.reshape(-1), c(incs.lg).reshape(K, -1)).reshape(
+            self.lg_cum.shape)
+        self.lg_slow_cum = f(self.lg_slow._data, k0, self.lg_slow_cum, c(incs.lg_slow))
+        self.lg_deg_cum = f(self.lg_deg._data, k0, self.lg_deg_cum, c(incs.lg_deg))
+
+    def _cum_numpy(self, cols: slice, K: int, incs: TrafficIncrements) -> None:
+        """The histogram and load-generator counters of `write_traffic`: running totals (`seqsum`) written into the
+        families' first rows (the series' order of the totals' flat layout)."""
         h = seqsum(self.h_cum, incs.bucket)
         self.h_cum = h[-1]
         hs = seqsum(self.h_sum_cum, incs.lat_sum)
@@ -342,8 +389,6 @@ class MetricWriter(_OfTwin):
         self.lg_req._data[: self.lg_cum.size, cols] = lg.reshape(K, -1).T
         self.lg_slow._data[: len(self.lg_slow_cum), cols] = sl.T
         self.lg_deg._data[: len(self.lg_deg_cum), cols] = dg.T
-        if self.spans is not None:
-            self.spans.write(k0, K, dt, out)
 
     def queue_traffic(self, k0: int, K: int, dt: float, out, uh: np.ndarray, bounds: list[tuple[int, int]],
                       incs: "TrafficIncrements | None" = None, src: tuple | None = None) -> None:
@@ -410,7 +455,7 @@ class MetricWriter(_OfTwin):
             i = j
         if self._pend_pods:
             self._complete_pods()
-        if self._pend_upto or self._closed:
+        if self._pend_upto:
             upto, self._pend_upto = self._pend_upto, 0
             self.flush(upto)
 
@@ -445,6 +490,14 @@ class MetricWriter(_OfTwin):
         """The pending cAdvisor blocks and resets, in order; consecutive blocks of the same slots (no reset
         between) computed and written as one (elementwise along ticks: the same floats, see `_pods_block`)."""
         pend, self._pend_pods = self._pend_pods, []
+        ks = kernels()
+        if ks is not None:   # block by block (the definition), each in one compiled call: nothing to join
+            for item in pend:
+                if isinstance(item, list):
+                    self._pods_compiled(ks, *item)
+                else:
+                    self._reset(item)
+            return
         i = 0
         while i < len(pend):
             item = pend[i]
@@ -495,6 +548,26 @@ class MetricWriter(_OfTwin):
         sim.pod_util[sl] = util[-1]
         self.write_pods(k0, K, rows, cpu, per, thr, mem, running, lag)
 
+    def _pods_compiled(self, ks, k0: int, K: int, dt: float, sl: np.ndarray, rows: np.ndarray, lay: tuple,
+                       per_pod_rate: np.ndarray, burn: np.ndarray | None, running: np.ndarray, mem: np.ndarray,
+                       lag: np.ndarray) -> None:
+        """`_pods_block` by the compiled kernel (`kernels.pods_block`: the same bits): the counters, their cells
+        in the four cAdvisor families and the per-slot totals in one call; the consumer lag as `write_pods` writes it."""
+        sim = self.sim
+        n = len(sl)
+        if not n:   # (no pod: the consumer lag alone)
+            self._pods_block(k0, K, dt, sl, rows, lay, per_pod_rate, burn, running, mem, lag)
+            return
+        c = np.ascontiguousarray
+        done = ks.pods_block(k0, dt, dt / CFS_PERIOD_S, IDLE_CPU_CORES, MI, c(sl), c(rows), c(lay[4]), c(lay[6]),
+                             c(lay[7]), c(per_pod_rate), NO_BURN if burn is None else c(burn).reshape(-1, n),
+                             c(running).reshape(-1, n), c(mem), sim.cpu_cum, sim.periods_cum, sim.throttled_cum,
+                             sim.pod_util, self.cpu._data, self.periods._data, self.throttled._data, self.mem._data)
+        if done < 0:   # (a cell outside the arrays: numpy's indexing raises)
+            self._pods_block(k0, K, dt, sl, rows, lay, per_pod_rate, burn, running, mem, lag)
+        elif lag.shape[1]:
+            self.lag._data[: lag.shape[1], k0:k0 + K] = lag.T
+
     def write_pods(self, k0: int, K: int, r: np.ndarray, cpu: np.ndarray, periods: np.ndarray,
                    throttled: np.ndarray, mem: np.ndarray, running: np.ndarray, lag: np.ndarray) -> None:
         """Write the per-pod cAdvisor families (rows ``r``: the flow slots') and the consumer lag for ticks
@@ -537,10 +610,19 @@ class MetricWriter(_OfTwin):
         """The cluster changed at ``tick``: re-derive the series of the objects (pods, Deployments,
         nodes, the quota) whose state changed; the families they touch close their run at ``tick``
         and start a new one, the others keep running."""
+        self._ks = kernels()   # (for the runs it closes, `_close`; held only during the call)
+        try:
+            self._refresh_state(tick)
+        finally:
+            self._ks = None
+
+    def _refresh_state(self, tick: int) -> None:
         sim = self.sim
         c = sim.cluster
         ready_eff = sim.pod_ready_eff
+        #: the families whose values changed at this refresh (each one's run closed before its first change)
         dirty: set[str] = set()
+        self._at = tick
         n = len(c.pods)
         # candidate pods: those the cluster touched, and those whose effective readiness flipped
         eff = ready_eff[:n]
@@ -607,31 +689,6 @@ class MetricWriter(_OfTwin):
             used = sim.quota_used()
             self._update(("quota",), tuple(sorted(used.items())), lambda: self._split(self._quota_series(used)), dirty,
                          self._QUOTA_SHAPE, lambda: self._quota_values(used))
-        closed = self._closed
-        for name in sorted(dirty):
-            fam = self._fams[name]
-            old = self._runs.get(name)
-            if old is not None and tick > old[4] and old[2] > old[1]:   # written at the next store read (`flush`)
-                run = (old[1], old[2], old[3], old[4], tick)
-                c = closed.get(name)
-                if c is None:
-                    closed[name] = [run]
-                else:
-                    c.append(run)
-                self._n_closed += 1
-            vl = self._cur[name]
-            if vl[2] is None:   # the first and last live row, found again (`_live_off`)
-                on = np.flatnonzero(vl[1])
-                vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
-            r0, r1 = vl[2], vl[3]
-            # the run as one block of rows: rows without a live series in it are NaN, as the store's
-            # unwritten cells are (a slice write instead of a scatter)
-            dense = vl[0][r0:r1].copy() if r1 > r0 else np.zeros(0)
-            self._runs[name] = [fam, r0, r1, dense, tick]
-        if closed:
-            self._defer()
-            if self._n_closed > PENDING_RUNS:
-                self.store.complete()
 
     def _drop(self, key, dirty: set) -> bool:
         old = self._objects.pop(key, None)
@@ -645,11 +702,12 @@ class MetricWriter(_OfTwin):
         an object no longer has): not live, NaN, their families dirty."""
         cur = self._cur
         for (name, row) in series:
+            if name not in dirty:
+                self._close(name, dirty)
             vl = cur[name]
             vl[0][row] = np.nan
             vl[1][row] = False
             _live_off(vl, row)
-            dirty.add(name)
 
     def _update(self, key, sig, series, dirty: set, shape=None, values=None) -> bool:
         """Re-derive an object's series when its signature changed; True when it did. ``series()``: the
@@ -676,13 +734,14 @@ class MetricWriter(_OfTwin):
                     if prev_vals[j] != value:
                         name, row = keys[j][0], rows[j]
                         entries[(name, row)] = value
+                        if name not in dirty:
+                            self._close(name, dirty)
                         vl = cur[name]
                         vl[0][row] = value
                         vl[1][row] = True
                         lo = vl[2]   # (`_live_on`, inline)
                         if lo is not None and not lo <= row < vl[3]:
                             vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
-                        dirty.add(name)
                 self._objects[key] = (sig, entries, keys, rows, vals, shape)
                 return True
         if keys is None:
@@ -727,12 +786,13 @@ class MetricWriter(_OfTwin):
                 vl = cur.get(name)
                 if vl is None or row >= len(vl[0]):
                     vl = self._grow_cur(name, row)
+            if name not in dirty:
+                self._close(name, dirty)
             vl[0][row] = value
             vl[1][row] = True
             lo = vl[2]   # (`_live_on`, inline)
             if lo is not None and not lo <= row < vl[3]:
                 vl[2], vl[3] = (row, row + 1) if vl[3] == lo else (min(lo, row), max(vl[3], row + 1))
-            dirty.add(name)
         # series the object no longer has
         gone = [(k[0], old_rows[j]) for k, j in pos.items()] if pos else before
         if gone:
@@ -771,25 +831,49 @@ class MetricWriter(_OfTwin):
     def _labels(name: str) -> tuple[str, ...]:
         return CATALOGUE[name].labels
 
+    def _close(self, name: str, dirty: set) -> None:
+        """Family ``name`` is about to change at the refresh in progress (tick ``_at``): its current run is written up
+        to that tick (`_write_run`) and a new run starts there; the family is dirty."""
+        dirty.add(name)
+        run = self._runs.get(name)
+        if run is None:
+            self._runs[name] = [self._fams[name], self._at, 0]
+        elif self._at > run[1]:
+            self._write_run(name, run, self._at, self._ks)
+        else:   # (written past the tick already: the new run's values are written from the tick on, NaN included)
+            run[2] = max(run[2], run[1])
+            run[1] = self._at
+
+    def _write_run(self, name: str, run: list, upto: int, ks=None) -> None:
+        """Write family ``name``'s current run, its current values, for ticks ``[start, upto)`` (as one block of
+        rows: the rows of its first to last live series, those without a live series NaN, as the store's unwritten
+        cells are: a slice write instead of a scatter; ``ks``: the compiled kernels, or None); the run goes on from
+        ``upto``."""
+        vl = self._cur[name]
+        if vl[2] is None:   # the first and last live row, found again (`_live_off`)
+            on = np.flatnonzero(vl[1])
+            vl[2], vl[3] = (int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)
+        r0, r1 = vl[2], vl[3]
+        if r1 > r0:
+            data = run[0]._data
+            # compiled: the live rows alone - a row without a live series has NaN (never written) at every tick a
+            # run has not written yet, except behind a refresh that started a run there (`_close`: the whole range)
+            if ks is None or (ks.fill_rows(data, r0, r1, run[1], upto, vl[0]) if run[2] > run[1] else
+                              ks.fill_live(data, r0, r1, run[1], upto, vl[0], vl[1])) < 0:
+                data[r0:r1, run[1]:upto] = vl[0][r0:r1, None]
+        run[1] = upto
+
     def flush(self, upto: int) -> None:
-        """Write the closed state runs left pending (`refresh_state`), then every state run's constant values
-        for ticks ``[start, upto)``. A family's runs are written one after the other (its rows' memory is
-        touched once per store read, not once per state change)."""
-        closed = self._closed
-        if upto <= 0 and not closed:
+        """Write every state run's constant values for ticks ``[start, upto)`` (the runs `refresh_state` closed were
+        written there, `_close`)."""
+        if upto <= 0:
             return
         if upto > self.store._cols:
             self.store.set_n_ticks(upto)
-        if closed:
-            self._closed = {}
-            self._n_closed = 0
+        ks = kernels()
         for name, run in self._runs.items():
-            fam, r0, r1, dense, start = run
-            for c0, c1, values, a, b in closed.get(name, ()):
-                fam._data[c0:c1, a:b] = values[:, None]
-            if upto > start and r1 > r0:
-                fam._data[r0:r1, start:upto] = dense[:, None]
-                run[4] = upto
+            if upto > run[1]:
+                self._write_run(name, run, upto, ks)
 
     #: kube_pod_status_phase's phases and kube_pod_status_ready's conditions, in series order
     PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")

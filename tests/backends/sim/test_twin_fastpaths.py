@@ -125,7 +125,14 @@ def compared(monkeypatch):
     monkeypatch.setattr(Cluster, "_quota_used", quota_checked)
     monkeypatch.setattr(Cluster, "_quota_block", block_checked)
     monkeypatch.setattr(SimBackend, "quota_used", quota_used_checked)
+    def state_rows_checked(self, rows, mem, running, sl, lag_block):   # (with the compiled kernels, no _mem_util call)
+        state_rows(self, rows, mem, running, sl, lag_block)
+        assert rows[:, 5].tobytes() == self._mem_util_plain(mem, running, sl).tobytes()
+        calls["mem_util"] += 1
+
+    state_rows = SimBackend._state_rows
     monkeypatch.setattr(SimBackend, "_mem_util", mem_util_checked)
+    monkeypatch.setattr(SimBackend, "_state_rows", state_rows_checked)
     return calls
 
 

@@ -4,9 +4,10 @@ restarts and scaling (series that appear, change labels and disappear):
 - `MetricWriter._update` re-derives an object whose series changed by matching its old series by (family,
   labels); the definition (`_update_by_entries`, as first written) looks every series up in its family and
   compares by (family, row). Same entries, rows, current values, live ranges, dirty families and store.
-- closed state runs are written when the store is next read (`flush`, one family's runs one after the other);
-  the definition writes each at once where `refresh_state` closes it. The same store at every read, and a twin
-  whose store nobody reads keeps at most `PENDING_RUNS` closed runs.
+- a state family's run is written up to a refresh's tick just before the family's first change there (`_close`),
+  its current run up to the last tick at a store read (`flush`); the definition: every tick's column of every state
+  family holds the family's current values as they were when the twin ran that tick. The same store at every
+  read, through churn, faults and reads at any point.
 - the mesh response-code series that start inside a traffic write are cleared before their run by their rows
   (`_flat_row`), as the lookup of their flat positions among the enabled ones found them."""
 
@@ -45,16 +46,18 @@ def _update_by_entries(self, key, sig, series, dirty, shape=None, values=None):
         vl = self._cur.get(name)
         if vl is None or row >= len(vl[0]):
             vl = self._grow_cur(name, row)
+        if name not in dirty:   # (its run written up to here before it changes)
+            self._close(name, dirty)
         vl[0][row] = value
         vl[1][row] = True
         metrics_mod._live_on(vl, row)
-        dirty.add(name)
     for (name, row) in before or ():
+        if name not in dirty:
+            self._close(name, dirty)
         vl = self._cur[name]
         vl[0][row] = np.nan
         vl[1][row] = False
         _live_off(vl, row)
-        dirty.add(name)
     if len(entries) == len(keys):
         self._objects[key] = (sig, entries, keys, rows, vals, shape)
     else:
@@ -114,69 +117,110 @@ def test_update_by_kept_series_equals_the_lookup_by_entries(monkeypatch, seed):
         assert [x[3] for x in a] == [x[3] for x in b]
 
 
-def _close_at_once(refresh):
-    def refresh_now(self, tick):   # the definition: each closed run written where it is closed
-        refresh(self, tick)
-        assert self._n_closed == sum(len(c) for c in self._closed.values())
-        if self._closed:
-            closed, self._closed, self._n_closed = self._closed, {}, 0
-            for name, runs in closed.items():
-                for r0, r1, values, a, b in runs:
-                    self._fams[name]._data[r0:r1, a:b] = values[:, None]
-    return refresh_now
+@pytest.fixture(params=["0", "1"])
+def numba_mode(request, monkeypatch):
+    """The numpy writes (a run's rows first to last live, NaN between) and the compiled ones (the live rows alone,
+    `kernels.fill_live`, and the whole range behind a refresh that started a run there)."""
+    if request.param == "1":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("SREMARATHON_NUMBA", request.param)
+    from sremarathon_env.backends.sim.kernels import kernels
+    assert (kernels() is not None) == (request.param == "1")
+    return request.param
 
 
-@pytest.mark.parametrize("app,seed", [("online-boutique", 3), ("online-boutique", 6)])
-def test_closed_runs_written_at_the_next_read_equal_writing_them_at_once(monkeypatch, app, seed):
-    seen = {"closed": 0, "max": 0}
-    refresh = MetricWriter.refresh_state
+def _state_by_tick(monkeypatch):
+    """Every tick a twin runs: its state families' current values then (the definition of their store columns)."""
+    seen: list[tuple[int, int, dict]] = []
+    run_block = SimBackend._run_block
 
-    def counted(self, tick):
-        refresh(self, tick)
-        seen["closed"] += bool(self._closed)
-        seen["max"] = max(seen["max"], self._n_closed)
+    def snapped(self, k0, K, dt):
+        w = self.writer
+        cur = {name: w._cur[name][0].copy() for name in w._runs}
+        n = run_block(self, k0, K, dt)
+        seen.append((k0, n, cur))
+        return n
 
-    monkeypatch.setattr(MetricWriter, "refresh_state", counted)
-    deferred = _drive_reads(SimBackend(app, seed=seed))
-    assert seen["closed"] >= 5 and seen["max"] > 20
-    monkeypatch.setattr(MetricWriter, "refresh_state", _close_at_once(refresh))
-    at_once = _drive_reads(SimBackend(app, seed=seed))
-    assert len(deferred) == len(at_once) > 8
-    for a, b in zip(deferred, at_once):
-        assert [x[:3] for x in a] == [x[:3] for x in b]
-        assert [x[3] for x in a] == [x[3] for x in b]
+    monkeypatch.setattr(SimBackend, "_run_block", snapped)
+    return seen
 
 
-def test_a_whole_faulted_run_writes_the_same_store_with_runs_closed_at_once(monkeypatch):
-    """Train Ticket (new response codes, node loss, restarts, scaling), read once at the end."""
-    deferred = _store_bytes(_run("train-ticket", 4))
-    monkeypatch.setattr(MetricWriter, "refresh_state", _close_at_once(MetricWriter.refresh_state))
-    at_once = _store_bytes(_run("train-ticket", 4))
-    assert [x[:3] for x in deferred] == [x[:3] for x in at_once]
-    assert [x[3] for x in deferred] == [x[3] for x in at_once]
+def _assert_state_columns(sim: SimBackend, seen: list) -> int:
+    """The twin's state families hold, at every tick, the values the family had when the twin ran it (NaN where a
+    row had no live series); returns the cells compared."""
+    n_ticks = sim.store.n_ticks
+    w = sim.writer
+    cells = 0
+    assert seen and sum(n for _, n, _ in seen) == n_ticks
+    for k0, n, cur in seen:
+        for name in w._runs:
+            fam = w._fams[name]
+            rows = len(fam)
+            want = np.full(rows, np.nan)
+            vals = cur.get(name)
+            if vals is not None:
+                want[: min(rows, len(vals))] = vals[:rows]
+            got = fam.values(n_ticks)[:, k0:k0 + n]
+            assert np.array_equal(got, np.repeat(want[:, None], n, axis=1), equal_nan=True), (name, k0, n)
+            assert (np.isnan(got) == np.isnan(want)[:, None]).all()
+            cells += got.size
+    return cells
 
 
-def test_closed_runs_pending_are_bounded_when_nobody_reads(monkeypatch):
-    monkeypatch.setattr(metrics_mod, "PENDING_RUNS", 4)
-    seen = {"max": 0, "bound": 0}
-    refresh, flush = MetricWriter.refresh_state, MetricWriter.flush
+@pytest.mark.parametrize("seed", [3, 6])
+def test_state_runs_give_each_tick_the_values_it_ran_with(monkeypatch, numba_mode, seed):
+    """Reads after every advance through churn, faults and node loss (runs written up to each read, then closed by
+    later refreshes): the definition's columns at the end."""
+    closes = {"written": 0}
+    write_run = MetricWriter._write_run
 
-    def counted(self, tick):
-        refresh(self, tick)
-        seen["max"] = max(seen["max"], self._n_closed)
+    def counted(self, name, run, upto, ks=None):
+        closes["written"] += upto > run[1]
+        return write_run(self, name, run, upto, ks)
 
-    def flush_counted(self, upto):
-        seen["bound"] += self._n_closed > metrics_mod.PENDING_RUNS   # written because too many wait
-        flush(self, upto)
+    monkeypatch.setattr(MetricWriter, "_write_run", counted)
+    seen = _state_by_tick(monkeypatch)
+    sim = SimBackend("online-boutique", seed=seed)
+    reads = _drive_reads(sim)
+    assert len(reads) > 8 and closes["written"] > 100
+    assert _assert_state_columns(sim, seen) > 10_000
 
-    monkeypatch.setattr(MetricWriter, "refresh_state", counted)
-    monkeypatch.setattr(MetricWriter, "flush", flush_counted)
+
+@pytest.mark.parametrize("app,seed", [("online-boutique", 3), ("train-ticket", 4), ("astronomy-shop", 2)])
+def test_state_runs_of_a_twin_read_once_give_each_tick_its_values(monkeypatch, numba_mode, app, seed):
+    """OOM kills, restarts and scaling, the store read only at the end (every run closed where a refresh closes
+    it, the current ones written at the read): the definition's columns."""
+    seen = _state_by_tick(monkeypatch)
+    sim = SimBackend(app, seed=seed)
+    sim.apply_effect(Effect(kind="memory_hog", service=sim.app.service_names[1], mi=10_000))
+    sim.scale(sim.app.service_names[2], 4)
+    sim.restart(sim.app.service_names[3])
+    sim.advance_to(900)
+    assert _assert_state_columns(sim, seen) > 10_000
+
+
+def test_a_state_run_rewritten_from_a_refresh_behind_its_written_ticks(monkeypatch, numba_mode):
+    """A refresh at a tick the family's current run was already written past starts the new run there: its values
+    replace the old ones from that tick on (the definition's columns), as a run closed at its start would."""
+    seen = _state_by_tick(monkeypatch)
+    behind = []
+    close = MetricWriter._close
+
+    def counted(self, name, dirty):
+        run = self._runs.get(name)
+        if run is not None and run[1] > self._at:
+            behind.append(name)
+        return close(self, name, dirty)
+
+    monkeypatch.setattr(MetricWriter, "_close", counted)
     sim = SimBackend("online-boutique", seed=3)
-    sim.apply_effect(Effect(kind="memory_hog", service="cartservice", mi=10_000))   # OOM kills, restarts
-    sim.scale("frontend", 4)
-    sim.restart("checkoutservice")
+    sim.advance_to(300)
+    sim.store.complete()
+    sim.writer.flush(sim.store.n_ticks + 3)   # written three ticks ahead
+    sim.restart(sim.app.service_names[1])
     sim.advance_to(600)
-    assert seen["bound"] >= 2 and 0 < seen["max"] <= 4
+    assert len(behind) >= 3
+    assert _assert_state_columns(sim, seen) > 10_000
 
 
 def test_new_response_code_rows_by_flat_row_are_the_lookups(monkeypatch):

@@ -8,7 +8,7 @@ restarts, scaling, OOM kills, drains and node loss:
   against the generators as first written (readiness read from the live numpy array);
 - the values alone derived when the shape (`_pod_shape`, `_dep_shape`) is unchanged: the series are then
   the kept ones;
-- each state run's rows (first to last live row) against argmax;
+- the rows a state run is written to (first to last live row) against argmax;
 
 and a whole run writes the same store, bit for bit, with the label lookup in place of the kept rows."""
 
@@ -168,15 +168,19 @@ def checked(monkeypatch):
                 on = np.flatnonzero(live)
                 assert (lo, hi) == ((int(on[0]), int(on[-1]) + 1) if len(on) else (0, 0)), name
                 calls["ranges"] += 1
-        for name, (fam, r0, r1, dense, start) in self._runs.items():
-            vals, live = self._cur[name][:2]
-            if live.any():   # the definition: first and last live row by argmax
-                assert (r0, r1) == (int(live.argmax()), len(live) - int(live[::-1].argmax()))
-                assert np.array_equal(dense, vals[r0:r1], equal_nan=True)
-            else:
-                assert r0 == r1 == 0 and len(dense) == 0
-            calls["runs"] += 1
 
+    def write_checked(self, name, run, upto, ks=None):   # a run written: the rows it took are the first to last live row
+        write_run(self, name, run, upto, ks)
+        vals, live, r0, r1 = self._cur[name]
+        if live.any():   # the definition: first and last live row by argmax
+            assert (r0, r1) == (int(live.argmax()), len(live) - int(live[::-1].argmax()))
+        else:
+            assert r0 == r1 == 0
+        assert run[1] == upto
+        calls["runs"] += 1
+
+    write_run = MetricWriter._write_run
+    monkeypatch.setattr(MetricWriter, "_write_run", write_checked)
     monkeypatch.setattr(MetricWriter, "_rebuild_req", rebuild_checked)
     monkeypatch.setattr(MetricWriter, "_update", update_checked)
     monkeypatch.setattr(MetricWriter, "refresh_state", refresh_checked)
@@ -186,7 +190,7 @@ def checked(monkeypatch):
 @pytest.mark.parametrize("app", ["online-boutique", "astronomy-shop"])
 def test_writer_fast_paths_equal_their_definitions(checked, app):
     sim = _run(app, 2)
-    assert checked["req"] >= 2 and checked["pod"] > 20 and checked["dep"] >= 20 and checked["runs"] > 150
+    assert checked["req"] >= 2 and checked["pod"] > 20 and checked["dep"] >= 20 and checked["runs"] > 100
     assert checked["values"] > 5 and checked["ranges"] > 100
     assert len(sim.writer.req_rows) > len(sim.writer.mesh_edges)   # series beyond the first ones appeared
 
