@@ -49,7 +49,7 @@ from .compiled import kernels
 from .tape import CODES, KernelSpec, Tape, window_kernel
 from .values import (_NONE, Scal, Vec, Win, drop_names, edited_from, grown_from, has_dup, memo, memo_get,
                      note_grown, per_label_set)
-from .vectorops import ARITH_FUNCS, CMP_FUNCS, _pairs, _sig_index, _sigs, group_key, groups_of
+from .vectorops import ARITH_FUNCS, CMP_FUNCS, _pairs, _sig_index, _sigs, group_key, groups_of, number_keys
 
 #: range functions evaluated in batches (row-independent, no scalar parameter)
 _BATCHED = {"rate", "increase", "delta", "irate", "idelta", "changes", "resets", "sum_over_time", "avg_over_time",
@@ -1609,11 +1609,8 @@ class PackPlan:
             if _DST_HELD in ks:
                 return None
         last[2], last[3] = labels, ks
-        # groups numbered in order of first appearance (``vectorops._groups_uncached``)
-        index: dict = {}
-        put = index.setdefault
-        gid = np.array([put(k, len(index)) for k in ks], dtype=np.intp)
-        hit = self._cache[ck] = _Agg(node.op, x, self._intern(node.key, list(index)), gid)
+        groups, gid = number_keys(ks)   # (as `vectorops._groups_uncached` numbers them)
+        hit = self._cache[ck] = _Agg(node.op, x, self._intern(node.key, groups), gid)
         self.fused_made += 1
         return hit
 

@@ -315,8 +315,17 @@ def _groups_edited(labels: list, without: bool, grouping: tuple[str, ...], tag: 
 
 
 def _groups_uncached(vec: Vec, without: bool, grouping: tuple[str, ...]):
-    ks = _group_keys(vec.labels, without, grouping)
-    # groups numbered in order of first appearance (a new key gets the number of keys seen before it)
+    return number_keys(_group_keys(vec.labels, without, grouping))
+
+
+def number_keys(ks: list) -> tuple[list, np.ndarray]:
+    """(the distinct group keys in order of first appearance, each key's group number): a new key gets the number
+    of keys seen before it.
+
+    >>> keys, gid = number_keys(["b", "a", "b", "c"])
+    >>> keys, gid.tolist()
+    (['b', 'a', 'c'], [0, 1, 0, 2])
+    """
     index: dict = {}
     put = index.setdefault
     gid = np.array([put(k, len(index)) for k in ks], dtype=np.intp)
