@@ -324,18 +324,7 @@ class _Driver:
         applied at their ticks exactly as `tick` would, with the twin's traffic deferred and computed
         for all those ticks at once (`begin_deferred`): the same numbers, one traffic step instead of
         one per run between events."""
-        tick_s = self.cfg.tick_s
-        starts: list[tuple[int, list]] = []
-        self.backend.begin_deferred(evidence_only=True)   # only entry evidence is read
-        try:
-            kk = k
-            while kk <= self._limit_k:
-                events = self._apply_events(kk * tick_s)
-                k_end = self._advance_block(kk)
-                starts.append((kk, events))
-                kk = k_end + 1
-        finally:
-            evidence = self.backend.end_deferred()
+        evidence, starts = self._deferred_span(k, record=True)
         first = dict(starts)
         for i, ev in enumerate(evidence):
             self._ready[k + i] = (ev, {}, first.get(k + i, []))
@@ -354,17 +343,28 @@ class _Driver:
         self.plan_until(n * tick_s)
         if not (self._blocks and hasattr(b, "begin_deferred") and not getattr(b, "metrics", True)):
             return [self.tick(k * tick_s)[0] for k in range(1, n + 1)]
-        b.begin_deferred(evidence_only=True)   # only entry evidence is read
-        try:
-            kk = 1
-            while kk <= n:
-                self._apply_events(kk * tick_s, record=False)
-                kk = self._advance_block(kk) + 1
-        finally:
-            evidence = b.end_deferred()
+        evidence, _ = self._deferred_span(1, record=False)
         if len(evidence) != n:   # pragma: no cover - the twin returns one entry per tick
             raise RuntimeError(f"expected {n} ticks of evidence, got {len(evidence)}")
         return evidence
+
+    def _deferred_span(self, k: int, record: bool) -> tuple[list, list[tuple[int, list]]]:
+        """Ticks ``k`` .. the plan's end in one evidence-only deferred span (`begin_deferred`), events applied at their
+        ticks: (the entry evidence of each tick, (first tick, event records) of each block; ``record=False``: None for
+        the records, none made)."""
+        tick_s = self.cfg.tick_s
+        starts: list[tuple[int, list]] = []
+        self.backend.begin_deferred(evidence_only=True)   # only entry evidence is read
+        try:
+            kk = k
+            while kk <= self._limit_k:
+                events = self._apply_events(kk * tick_s, record=record)
+                k_end = self._advance_block(kk)
+                starts.append((kk, events))
+                kk = k_end + 1
+        finally:
+            evidence = self.backend.end_deferred()
+        return evidence, starts
 
     def _advance_block(self, kk: int) -> int:
         """Advance the twin from tick ``kk`` (its events applied) to the tick before the next event, within the plan
