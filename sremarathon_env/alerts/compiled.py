@@ -46,8 +46,9 @@ def _mode() -> str:
 
 
 def kernels():
-    """The compiled kernels (a namespace with ``window``, ``extend``, ``program`` and ``all_nan``), or None: numba absent,
-    ``SREMARATHON_NUMBA=0``, or (``auto``) the numpy kernels have not yet spent ``AUTO_AFTER_S`` here."""
+    """The compiled kernels (a namespace with ``window``, ``extend``, ``program``, ``all_nan`` and ``prunable``), or
+    None: numba absent, ``SREMARATHON_NUMBA=0``, or (``auto``) the numpy kernels have not yet spent ``AUTO_AFTER_S``
+    here."""
     if _LOADED:
         return _LOADED[0] if _mode() != "0" else None
     mode = _mode()
@@ -106,7 +107,7 @@ def _load():
         return None
     ns = _Namespace()
     ns.version = numba.__version__
-    ns.window, ns.extend, ns.program, ns.all_nan = _define(numba)
+    ns.window, ns.extend, ns.program, ns.all_nan, ns.prunable = _define(numba)
     ns.load_cpu_s = 0.0
 
     def warm_up():
@@ -125,6 +126,7 @@ def _load():
                    np.zeros(0, np.intp), np.zeros((0, 2), np.intp), np.zeros((0, 2), np.int64), np.zeros((0, 2), np.bool_),
                    np.zeros((0, 2)), np.zeros((0, 2), np.bool_))
         ns.all_nan(np.zeros((1, 2)), np.zeros(1, np.intp), 0, 2)
+        ns.prunable(np.zeros((1, 2)), 1, np.zeros(0, np.bool_), 0, 2, np.zeros(1, np.intp))
 
     ns.warm_up = warm_up
     return ns
@@ -695,5 +697,34 @@ def _define(numba):
                     return 0
         return 1
 
-    return window, extend, program, all_nan
+    @njit(cache=True, error_model="numpy")
+    def prunable(data, rows, mask, c0, n, out):
+        # plan._prunable's counts and rows in one pass over data[:rows] (no gathers): (the rows with no sample (NaN)
+        # in column n - 1, those of them not set in ``mask`` (the rows left out already; rows past its end are not),
+        # k): out[:k] are the latter rows, ascending, with no sample in any column c0 .. n - 1 either. The caller
+        # keeps 0 <= c0 < n <= data.shape[1] and rows <= data.shape[0].
+        M = mask.shape[0]
+        nan_all = 0
+        live = 0
+        k = 0
+        for r in range(rows):
+            x = data[r, n - 1]
+            if x == x:
+                continue
+            nan_all += 1
+            if r < M and mask[r]:
+                continue
+            live += 1
+            empty = True
+            for c in range(c0, n - 1):
+                y = data[r, c]
+                if y == y:
+                    empty = False
+                    break
+            if empty:
+                out[k] = r
+                k += 1
+        return nan_all, live, k
+
+    return window, extend, program, all_nan, prunable
 

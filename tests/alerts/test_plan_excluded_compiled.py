@@ -1,7 +1,8 @@
 """The compiled check of left-out rows (``compiled.all_nan``, `plan._all_nan_compiled`) against its numpy definition
-(``np.isnan(data[rows, c0:c1]).all()``) on random store arrays, rows and column ranges, and the plan's exclusions
-with it: rows left out and taken back as with the numpy check (the plan test run with the kernels on, the kernel
-answering both ways)."""
+(``np.isnan(data[rows, c0:c1]).all()``) on random store arrays, rows and column ranges, the compiled choice of rows
+to leave out (``compiled.prunable``, `plan._prunable`) against its numpy definition on random families, left-out
+rows, windows and thresholds, and the plan's exclusions with both: rows left out and taken back as with the numpy
+check (the plan test run with the kernels on, the kernel answering both ways)."""
 
 from __future__ import annotations
 
@@ -57,11 +58,63 @@ def test_other_layouts_are_left_to_numpy(nb):
     assert PL._all_nan_compiled(nb, data, np.array([0, 1, 2, 3], np.intp)[::2], 0, 6) is False
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_prunable_equals_numpy(nb, seed):
+    rng = np.random.default_rng(seed)
+    cap_rows, C = int(rng.integers(1, 60)), int(rng.integers(1, 30))
+    data = np.full((cap_rows, C), np.nan)
+    dense = rng.random()
+    data[rng.random((cap_rows, C)) < dense] = rng.choice([0.0, -0.0, 1.5, np.inf, -np.inf])
+    decided = 0
+    for _ in range(40):
+        rows = int(rng.integers(0, cap_rows + 1))
+        n = int(rng.integers(1, C + 1))
+        c0 = int(rng.integers(0, n))
+        ent = PL._Excluded(None)
+        if rows and rng.random() < 0.6:   # left-out rows: mostly rows without a sample in the last column
+            pool = np.flatnonzero(np.isnan(data[:rows, n - 1])) if rng.random() < 0.8 else np.arange(rows)
+            if len(pool):
+                ent.set(np.sort(rng.choice(pool, size=int(rng.integers(1, len(pool) + 1)), replace=False)))
+        least = max(1, (rows - len(ent.rows)) * float(rng.choice([0.0, 0.1, 0.25, 0.5, 1.0])))
+        want = PL._prunable(None, data, rows, ent, c0, n, least)
+        got = PL._prunable(nb, data, rows, ent, c0, n, least)
+        if want is None:
+            assert got is None
+            continue
+        decided += 1
+        assert got is not None and got.dtype == np.intp and want.dtype == np.intp
+        assert np.array_equal(got, want), (rows, n, c0, least)
+    assert decided   # (some draws reach the rows, not only the counts)
+
+
+def test_prunable_other_layouts_are_left_to_numpy(nb):
+    data = np.full((5, 4), np.nan)
+    data[1, 0] = 1.0
+    ent = PL._Excluded(None)
+    ent.set(np.array([3], np.intp))
+    want = PL._prunable(None, data, 5, ent, 0, 4, 1)
+    assert want.tolist() == [0, 2, 4]
+    calls = []
+
+    class _Spy:
+        @staticmethod
+        def prunable(*a):
+            calls.append(a)
+            return nb.prunable(*a)
+
+    for d in (np.asfortranarray(data), data.astype(np.float32), data[:, ::2]):
+        n = d.shape[1]
+        assert np.array_equal(PL._prunable(_Spy, d, 5, ent, 0, n, 1), PL._prunable(None, d, 5, ent, 0, n, 1))
+    assert not calls
+    assert PL._prunable(_Spy, data, 5, ent, 0, 4, 1).tolist() == [0, 2, 4] and calls
+
+
 def test_plan_exclusions_with_the_compiled_check(nb, monkeypatch):
     from .test_plan import test_plan_leaves_out_rows_without_samples_and_takes_them_back as plan_test
 
     seen = []
-    kern = nb.all_nan
+    pruned = []
+    kern, prune = nb.all_nan, nb.prunable
 
     class _Counting:
         def __getattr__(self, name):
@@ -73,6 +126,13 @@ def test_plan_exclusions_with_the_compiled_check(nb, monkeypatch):
             seen.append(r)
             return r
 
+        @staticmethod
+        def prunable(*a):
+            r = prune(*a)
+            pruned.append(r)
+            return r
+
     monkeypatch.setattr(PL, "kernels", lambda: _Counting())
     plan_test()
     assert 1 in seen and 0 in seen   # rows stayed out, and a written row was found by the kernel
+    assert any(k for _, _, k in pruned)   # the rows left out were chosen by the kernel
