@@ -188,15 +188,13 @@ def _row_items_make(ent: tuple, rs: list) -> None:
     """Make the items of the rows ``rs`` (ascending) of a family's row record (``PromQLEngine._row_ent``) where
     ``_row_info_lazy`` listed them without one: the very items ``_row_info``'s loop makes, through the same cache and
     count, in the same order (one call per batch of rows: the record, the cache and the pair table are read once)."""
-    fam, info, pos, snames, pick, tmpl, shape, holes = ent
+    fam, info, pos, snames, pick, tmpl, shape, holes, by_name = ent
     lvs = fam._label_values
     name = (fam.name,)
     L = len(snames)
     new_d, old_d = _row_items(shape)
-    pairs = _values._PAIRS
-    if len(pairs) > _values.PAIRS_MAX:
-        pairs.clear()
-    sd = pairs.setdefault
+    sd = _values.pairs_table().setdefault
+    intern_values = _values.intern_values
     cnt, gen_max = _ROW_ITEMS_COUNT, ROW_ITEM_GENERATION
     for r in rs:
         lv = lvs[r]
@@ -212,8 +210,7 @@ def _row_items_make(ent: tuple, rs: list) -> None:
                     lb = tuple(map(sd, ps, ps))
                     it = (lv, lb, _sort_key(lb))
                 else:
-                    ps = list(zip(snames, pv))
-                    lb = tuple(map(sd, ps, ps))
+                    lb = intern_values(snames, by_name, pv, sd)
                     text = tmpl % pv
                     it = (lv, lb, text if text.count("\x01") == L and text.count("\x00") == L else None)
             if cnt[0] >= gen_max:   # (_row_items_add, as ``_row_info``'s loop)
@@ -511,7 +508,7 @@ class PromQLEngine:
     def _row_ent(self, fam) -> tuple:
         """The family's row record: (family, items per row so far, position of each label name in the label values,
         sorted names with ``__name__``, their pick from the values, the sort key's template, the items' cache shape,
-        [rows listed without an item yet])."""
+        [rows listed without an item yet], the sorted names' value -> pair dicts (``values.value_pairs``))."""
         ent = self._rows_of.get(id(fam))
         if ent is None or ent[0] is not fam:
             names = ("__name__",) + tuple(fam.label_names)
@@ -521,7 +518,8 @@ class PromQLEngine:
             pos = {nm: i for i, nm in enumerate(fam.label_names)}
             # the sort key's template: name, \x01, value, \x00 for each pair (names escaped for %)
             tmpl = "".join(nm.replace("%", "%%") + "\x01%s\x00" for nm in snames)
-            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick, tmpl, (fam.name, names), [0])
+            ent = self._rows_of[id(fam)] = (fam, [], pos, snames, pick, tmpl, (fam.name, names), [0],
+                                            _values.value_pairs(snames))
         return ent
 
     def _row_info_lazy(self, fam, n: int) -> tuple[list, dict, tuple]:

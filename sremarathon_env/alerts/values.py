@@ -264,6 +264,48 @@ def map_labels(memo_tag: tuple, tag: tuple, labels: list, fn) -> list:
 _PAIRS: dict[tuple, tuple] = {}
 #: pairs kept before the record starts again
 PAIRS_MAX = 20000
+#: per label name, each value's kept pair of ``_PAIRS`` (its subset made by `intern_values`): a store row's label set
+#: is looked up value by value (no pair tuple made and hashed; a value's hash is kept by the string), a pod's values
+#: costing pairs in the first family that names them only. Emptied with ``_PAIRS`` (`pairs_table`), each name's dict
+#: in place (row records keep them, ``engine.PromQLEngine._row_ent``)
+_PAIRS_BY_NAME: dict[str, dict] = {}
+
+
+def pairs_table() -> dict:
+    """``_PAIRS``, started again (with ``_PAIRS_BY_NAME``'s dicts) where it holds more than ``PAIRS_MAX`` pairs."""
+    if len(_PAIRS) > PAIRS_MAX:
+        _PAIRS.clear()
+        for d in _PAIRS_BY_NAME.values():
+            d.clear()
+    return _PAIRS
+
+
+def value_pairs(names) -> list[dict]:
+    """Per label name, its dict of `intern_values` (one object per name for the process's life)."""
+    return [_PAIRS_BY_NAME.setdefault(nm, {}) for nm in names]
+
+
+_GET_PAIR, _PUT_PAIR = dict.get, dict.__setitem__
+
+
+def intern_values(names: tuple, by_name: list, values: tuple, sd) -> tuple:
+    """``intern_pairs(list(zip(names, values)))`` (``by_name``: `value_pairs` of ``names``; ``sd``: the setdefault of
+    `pairs_table`), looked up value by value; a label set holding a value not seen for its name yet takes the pairs
+    of `intern_pairs` and records them.
+
+    >>> names = ("job", "pod")
+    >>> by = value_pairs(names)
+    >>> a = intern_values(names, by, ("x", "p1"), pairs_table().setdefault)
+    >>> b = intern_values(names, by, ("x", "p1"), pairs_table().setdefault)
+    >>> a == (("job", "x"), ("pod", "p1")), a[0] is b[0] is intern_pairs([("job", "x")])[0]
+    (True, True)
+    """
+    lb = tuple(map(_GET_PAIR, by_name, values))
+    if None in lb:
+        ps = list(zip(names, values))
+        lb = tuple(map(sd, ps, ps))
+        list(map(_PUT_PAIR, by_name, values, lb))
+    return lb
 
 
 def intern_pairs(pairs: list) -> tuple:
@@ -274,9 +316,7 @@ def intern_pairs(pairs: list) -> tuple:
     >>> a[0] is b[0], a == (("job", "x"), ("pod", "p1"))
     (True, True)
     """
-    if len(_PAIRS) > PAIRS_MAX:
-        _PAIRS.clear()
-    sd = _PAIRS.setdefault
+    sd = pairs_table().setdefault
     return tuple(map(sd, pairs, pairs))
 
 

@@ -1,7 +1,9 @@
 """Label sets made from store rows (``PromQLEngine._row_info``), by ``label_replace`` and by vector matching
 (``vectorops._pairs``) hold one kept object per distinct (name, value) pair (``values.intern_pairs``): the label
 sets equal their definitions (the sorted pairs without empty values; ``tuple(sorted(d.items()))``), equal pairs
-are one object, and the record is bounded (``PAIRS_MAX``)."""
+are one object, and the record is bounded (``PAIRS_MAX``); the value-by-value lookup of store rows' label sets
+(``values.intern_values``) equals ``intern_pairs`` of the zipped pairs on random rows of families sharing values,
+across the record's restarts."""
 
 from __future__ import annotations
 
@@ -49,3 +51,28 @@ def test_intern_record_is_bounded(monkeypatch):
         lb = intern_pairs([("a", str(i)), ("b", "x")])
         assert lb == (("a", str(i)), ("b", "x"))
         assert len(V._PAIRS) <= 51 + 2
+
+
+def test_intern_values_equal_intern_pairs_across_restarts(monkeypatch):
+    monkeypatch.setattr(V, "PAIRS_MAX", 60)
+    rng = np.random.default_rng(3)
+    shapes = [("__name__", "container", "namespace", "pod"), ("__name__", "namespace", "node", "pod", "resource"),
+              ("__name__", "pod")]
+    made = restarts = 0
+    for step in range(400):
+        names = shapes[int(rng.integers(len(shapes)))]
+        by = V.value_pairs(names)
+        assert by == V.value_pairs(names) and all(a is b for a, b in zip(by, V.value_pairs(names)))
+        values = tuple(f"{nm}-{int(rng.integers(40 if nm == 'pod' else 4))}" for nm in names)
+        before = len(V._PAIRS)
+        sd = V.pairs_table().setdefault   # (starts the record again where it is full)
+        restarts += len(V._PAIRS) < before
+        got = V.intern_values(names, by, values, sd)
+        assert got == tuple(zip(names, values))
+        for d, v, p in zip(by, values, got):
+            assert d[v] is p is V._PAIRS[p]   # (the kept pairs: one object per distinct pair)
+        if len(V._PAIRS) <= V.PAIRS_MAX:   # (intern_pairs does not start the record again: the same objects)
+            assert all(a is b for a, b in zip(got, intern_pairs(list(zip(names, values)))))
+        made += 1
+    assert restarts   # (the record started again, the per-name dicts with it)
+    assert sum(map(len, V._PAIRS_BY_NAME.values())) <= len(V._PAIRS)
