@@ -183,7 +183,8 @@ def canonical(obj: object) -> str:
     them, joined with its separators - so that a long string (a source file: a deploy's commit body holds the
     service's whole tree) is escaped once per text (`_TEXT_JSON`) instead of at every commit that carries it.
 
-    >>> canonical(["x" * 300, {"b": 1.5, "a": [None, True]}]) == canonical_plain(["x" * 300, {"b": 1.5, "a": [None, True]}])
+    >>> body = ["x" * 300, {"b": 1.5, "a": [None, True]}]
+    >>> canonical(body) == canonical_plain(body)
     True
     """
     t = type(obj)
