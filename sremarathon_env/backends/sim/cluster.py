@@ -206,7 +206,7 @@ class Cluster:
         self._quota_use: tuple[int, int, float] = (-1, 0, 0.0)   # _quota_used() of a layout version
         self._n_active = 0                 # pods in the ReplicaSets' pod lists (len(active_pods()))
         self._max_cpu_req = 0.0            # the largest CPU request (cores) of any pod ever created
-        self._zones: tuple[list, list] | None = None
+        self._zones: tuple[list, np.ndarray] | None = None
         self.events: list[list] = []       # [first_t, last_t, count, type, reason, kind, name, message, component]
         self._event_index: dict[tuple, int] = {}
         self.lifecycle: list[tuple] = []   # (t, svc, pod, what, detail) for logs
@@ -457,37 +457,36 @@ class Cluster:
         zones = self._zones
         if zones is None:   # nodes and their zones are fixed: (zone names, zone index per node)
             names = sorted({n.zone for n in self.nodes})
-            zones = self._zones = (names, [names.index(n.zone) for n in self.nodes])
+            zones = self._zones = (names, np.array([names.index(n.zone) for n in self.nodes], dtype=np.intp))
         pref_zone = next((n.zone for n in self.nodes if n.name == spec.node), None)
-        zone_of_node = zones[1]
+        zone_names = zones[0]
+        zone_of = zones[1][nodes_of]
         # the counted pods grouped by node, in slot order within a node (what a mask per node selects)
         slots = np.flatnonzero(act)
         by_node = nodes_of[slots]
         order = np.argsort(by_node, kind="stable")
         slots = slots[order]
         bounds = np.searchsorted(by_node[order], np.arange(len(self.nodes) + 1)).tolist()
-        # requests with unset ones as 0 (what nansum sums), CPU in row 0 and memory in row 1, summed per node as
-        # nansum does (np.sum of each node's contiguous run: the same elements in the same order; a contiguous row
-        # reduces as the 1-D array does)
-        req = np.empty((2, len(slots)))
-        self.p_cpu_req.take(slots, out=req[0])
-        self.p_mem_req.take(slots, out=req[1])
-        req[np.isnan(req)] = 0.0
-        # same-revision pods per node, and per zone (integer counts: summed from the nodes' in any order)
+        # requests with unset ones as 0 (what nansum sums), summed per node as nansum does (np.sum of
+        # each node's contiguous run: the same elements in the same order)
+        cpu_req = self.p_cpu_req[slots]
+        cpu_req[np.isnan(cpu_req)] = 0.0
+        mem_req = self.p_mem_req[slots]
+        mem_req[np.isnan(mem_req)] = 0.0
+        # same-revision pods per node and per zone (integer counts)
         same_node = np.bincount(nodes_of[mine], minlength=len(self.nodes)).tolist()
-        same_zone = [0] * len(zones[0])
-        for i, k in enumerate(same_node):
-            same_zone[zone_of_node[i]] += k
+        same_zone = np.bincount(zone_of[mine], minlength=len(zone_names)).tolist()
         best = None
         for n in self.nodes:
             if not n.ready or n.cordoned:
                 continue
             a, b = bounds[n.index], bounds[n.index + 1]
-            used_cpu, used_mem = req[:, a:b].sum(axis=1).tolist()
+            used_cpu = float(cpu_req[a:b].sum())
+            used_mem = float(mem_req[a:b].sum())
             if used_cpu + need_cpu > n.cpu_m / 1000.0 or used_mem + need_mem > n.mem_mi:
                 continue
             same = same_node[n.index]
-            zone_same = same_zone[zone_of_node[n.index]]
+            zone_same = same_zone[zone_names.index(n.zone)]
             score = (same, 0 if n.name == spec.node else 1, zone_same, 0 if n.zone == pref_zone else 1,
                      used_cpu / (n.cpu_m / 1000.0), n.index)
             if best is None or score < best[0]:

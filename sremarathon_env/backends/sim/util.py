@@ -178,43 +178,7 @@ def parse_go_duration(text: str) -> float | None:
 
 
 def canonical(obj: object) -> str:
-    """``obj`` as canonical JSON (keys sorted, no spaces, ``str`` of what JSON cannot hold): `canonical_plain`'s text,
-    made part by part - a list's items and a dict's items (string keys, in key order) each as the encoder writes
-    them, joined with its separators - so that a long string (a source file: a deploy's commit body holds the
-    service's whole tree) is escaped once per text (`_TEXT_JSON`) instead of at every commit that carries it.
-
-    >>> body = ["x" * 300, {"b": 1.5, "a": [None, True]}]
-    >>> canonical(body) == canonical_plain(body)
-    True
-    """
-    t = type(obj)
-    if t is list:
-        return "[" + ",".join([canonical(x) for x in obj]) + "]"
-    if t is dict and all(type(k) is str for k in obj):
-        return "{" + ",".join([_json_str(k) + ":" + canonical(obj[k]) for k in sorted(obj)]) + "}"
-    if t is str and len(obj) >= LONG_TEXT:
-        got = _TEXT_JSON.get(obj)
-        if got is None:
-            if len(_TEXT_JSON) >= MAX_TEXT_JSON:
-                _TEXT_JSON.clear()
-            got = _TEXT_JSON[obj] = _json_str(obj)
-        return got
-    return _CANONICAL.encode(obj)
-
-
-def canonical_plain(obj: object) -> str:
-    """The definition of `canonical`."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-
-
-#: `canonical_plain`'s encoder (``json.dumps`` with these arguments encodes with such an encoder) and its string escaping
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
-_json_str = json.encoder.encode_basestring_ascii
-#: strings at least this long keep their JSON text in `_TEXT_JSON` (a text -> JSON map: a pure function, never
-#: stale), cleared when it holds MAX_TEXT_JSON of them
-LONG_TEXT = 256
-MAX_TEXT_JSON = 512
-_TEXT_JSON: dict[str, str] = {}
 
 
 def seqsum(start: np.ndarray, inc: np.ndarray) -> np.ndarray:
