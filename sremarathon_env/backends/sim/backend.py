@@ -198,6 +198,12 @@ class _Tape:
         return into[a:j]
 
 
+def _taped_end(tape: _Tape, k0: int) -> float:
+    """The first tick after the taped chunk that holds tick ``k0`` (inf where none does)."""
+    chunk = tape.ticks.get(k0)
+    return math.inf if chunk is None else chunk[0] + len(chunk[3])
+
+
 #: argument types `_fp_part` returns as they are (exactly these types: no subclass of str, list, tuple or dict)
 _FP_PLAIN = frozenset({int, float, bool, type(None)})
 
@@ -533,12 +539,17 @@ class SimBackend:
 
     def _settle(self, runs: list[dict]) -> list[EntryEvidence]:
         """The traffic of waiting runs (consecutive ticks), about DEFER_CHUNK ticks per traffic step
-        (whole runs; cache-sized arrays): their history, metric flows and entry evidence, in order."""
+        (whole runs; cache-sized arrays): their history, metric flows and entry evidence, in order. A twin that
+        may take a taped run's outputs (`_Tape.take`: the runs of one step within one taped chunk) ends a step
+        where a taped chunk ends (`_taped_end`): runs that straddle two chunks would be stepped afresh."""
         evidence: list[EntryEvidence] = []
+        tape = self._followed() if self.metrics else None
         i = 0
         while i < len(runs):
             j, n = i, 0
-            while j < len(runs) and n < DEFER_CHUNK and runs[j]["dt"] == runs[i]["dt"]:
+            end = math.inf if tape is None else _taped_end(tape, runs[i]["k0"])
+            while j < len(runs) and n < DEFER_CHUNK and runs[j]["dt"] == runs[i]["dt"] \
+                    and (j == i or runs[j]["k0"] + runs[j]["K"] <= end):
                 n += runs[j]["K"]
                 j += 1
             evidence += self._deferred_step(runs[i:j])
