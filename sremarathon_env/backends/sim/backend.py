@@ -362,6 +362,7 @@ class SimBackend:
         self._now = 0.0
         self._last_at: tuple = (None, 0)   # the last time `_tick_at` resolved and its tick
         self._per_node: tuple = (-1, {})    # `_snapshot`'s pods per node, and the placement version they are of
+        self._last_snapshot: tuple | None = None   # (serving pods' array, key, snapshot): `_refresh_snapshot`
         self._effects_dirty = True
         self._deferred: list[dict] | None = None   # tick runs whose traffic waits (`advance_to`, `end_deferred`)
         self._tape: _Tape | None = None            # where a `begin_deferred` span keeps its outputs
@@ -895,10 +896,24 @@ class SimBackend:
         if self._tape is None and hit is not None and hit[0] == self._calls and hit[1] == self._inputs_key:
             epoch = hit[2]
         else:
-            epoch = self._snapshot()
+            epoch = self._refresh_snapshot()
             if self._tape is not None:
                 self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
         self.history.add_epoch(epoch)
+
+    def _refresh_snapshot(self) -> Epoch:
+        """`_snapshot` at a state refresh: the previous refresh's snapshot (frozen) where nothing a snapshot is made
+        of can have changed since, else a new one. Kept with what it is made of: the serving pods' array (its own
+        object: every rebuild of the inputs makes a new one, and any change of effects, flags, revisions or one-shot
+        effects rebuilds them), the pod-state key of this refresh (which pods exist and are active, ready, lost, on
+        which node, of which ReplicaSet: `_refresh`), the placements' version and the effect book's version."""
+        key = (self.cluster.placement_version, self.book.version, self._inputs_key)
+        last = self._last_snapshot
+        if last is not None and last[0] is self._ready_eff and last[1] == key:
+            return last[2]
+        epoch = self._snapshot()
+        self._last_snapshot = (self._ready_eff, key, epoch)
+        return epoch
 
     def _state_fields(self) -> None:
         """The live per-service state fields a block's history rows take: desired replicas, restarts."""
