@@ -363,6 +363,7 @@ class SimBackend:
         self._last_at: tuple = (None, 0)   # the last time `_tick_at` resolved and its tick
         self._per_node: tuple = (-1, {})    # `_snapshot`'s pods per node, and the placement version they are of
         self._last_snapshot: tuple | None = None   # (serving pods' array, key, snapshot): `_refresh_snapshot`
+        self._res_seen = None   # the resolution `_effects_seen` last ran with
         self._effects_dirty = True
         self._deferred: list[dict] | None = None   # tick runs whose traffic waits (`advance_to`, `end_deferred`)
         self._tape: _Tape | None = None            # where a `begin_deferred` span keeps its outputs
@@ -876,14 +877,9 @@ class SimBackend:
                     self._tape.refresh[tick] = (self._calls, key, cap, (
                         self.res, self.pod_burn, self.pod_hog, self.pod_leak_rate, self.pod_leak_since, self._has_burn,
                         self._has_hog, self._has_leak, self._ready_eff, self.ready_count, self.uh_edge, self.inputs))
-        # crash effects that became active make running containers exit now
-        crash_now = {h for h, e in self._crash_list() if self._effect_on(h, e)}
-        for h in sorted(crash_now - self._crash_handles):
-            e = self.book.effects[h]
-            for pod in self._affected_pods(h, e):
-                c.crash_now(pod, T, CrashPlan(e.reason, e.exit_code, 0.0, e.log_signature or _crash_line(e)))
-        self._crash_handles = crash_now
-        self._update_signatures(T)
+        if self.res is not self._res_seen:   # (else `_effects_seen`'s inputs are as they were: nothing to do)
+            self._effects_seen(T)
+            self._res_seen = self.res
         c.dirty = False
         self._effects_dirty = False
         self.writer.refresh_state(tick)
@@ -900,6 +896,22 @@ class SimBackend:
             if self._tape is not None:
                 self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
         self.history.add_epoch(epoch)
+
+    def _effects_seen(self, T: float) -> None:
+        """What a state refresh does when effects come into force or end: crash effects that became active make the
+        running containers exit now, and the log-signature timeline follows the resolution's signatures. Both are
+        functions of what the resolution is made of (the effects book, flags, the ReplicaSets' effects and pods):
+        `_refresh` calls this only with a new resolution (the inputs are rebuilt - a new `res` - whenever any of
+        those changed; a refresh that keeps the resolution would find no crash effect newly active and no signature
+        begun or ended)."""
+        c = self.cluster
+        crash_now = {h for h, e in self._crash_list() if self._effect_on(h, e)}
+        for h in sorted(crash_now - self._crash_handles):
+            e = self.book.effects[h]
+            for pod in self._affected_pods(h, e):
+                c.crash_now(pod, T, CrashPlan(e.reason, e.exit_code, 0.0, e.log_signature or _crash_line(e)))
+        self._crash_handles = crash_now
+        self._update_signatures(T)
 
     def _refresh_snapshot(self) -> Epoch:
         """`_snapshot` at a state refresh: the previous refresh's snapshot (frozen) where nothing a snapshot is made
