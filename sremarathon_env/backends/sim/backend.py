@@ -542,10 +542,11 @@ class SimBackend:
     def _settle(self, runs: list[dict]) -> list[EntryEvidence]:
         """The traffic of waiting runs (consecutive ticks), about DEFER_CHUNK ticks per traffic step
         (whole runs; cache-sized arrays): their history, metric flows and entry evidence, in order. A twin that
-        may take a taped run's outputs (`_Tape.take`: the runs of one step within one taped chunk) ends a step
-        where a taped chunk ends (`_taped_end`): runs that straddle two chunks would be stepped afresh."""
+        follows a taped run (in its state: it takes its outputs, `_Tape.take`, for the runs of one step within one
+        taped chunk) ends a step where a taped chunk ends (`_taped_end`): runs that straddle two chunks would be
+        stepped afresh. (One that no longer follows it steps as before: nothing to take.)"""
         evidence: list[EntryEvidence] = []
-        tape = self._followed() if self.metrics else None
+        tape = self._follow if self.metrics else None
         i = 0
         while i < len(runs):
             j, n = i, 0
