@@ -831,7 +831,9 @@ class SimBackend:
         m = self.m
         n = len(c.pods)
         cap = len(c.p_svc)
+        fresh = range(0)   # slots the per-slot arrays have just grown to hold
         if cap != getattr(self, "_slot_cap", -1):   # the per-slot arrays follow the cluster's slot capacity
+            fresh = range(len(getattr(self, "_cum_started", ())), cap)
             for name in ("cpu_cum", "periods_cum", "throttled_cum", "pod_mem", "pod_util", "_cum_started"):
                 a = getattr(self, name, None)
                 if a is None or len(a) < cap:
@@ -843,11 +845,10 @@ class SimBackend:
         # cAdvisor counters are per container: a (re)started container counts from zero (only the metric
         # writer reads them)
         if self.metrics:
-            started = c.p_started
-            restarted = (started != self._cum_started) & ~np.isnan(started)   # NaN != x holds: a first start counts
-            if restarted.any():   # (in order with the counter blocks the writer has pending)
-                self.writer.reset_counters(np.flatnonzero(restarted))
-                self._cum_started[restarted] = started[restarted]
+            restarted = self._restarted(fresh)
+            if len(restarted):   # (in order with the counter blocks the writer has pending)
+                self.writer.reset_counters(restarted)
+                self._cum_started[restarted] = c.p_started[restarted]
         # effects that live in containers end when every pod they were injected into is gone
         for h in sorted(self._in_pods):
             if all(c.pods[s].deleted for s in self._in_pods[h]):
@@ -897,6 +898,22 @@ class SimBackend:
             if self._tape is not None:
                 self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
         self.history.add_epoch(epoch)
+
+    def _restarted(self, fresh: range) -> np.ndarray:
+        """The slots whose container started since the counters last started (`_cum_started`; NaN: never), in slot
+        order: `_restarted_plain`'s, looked for among the slots the cluster synced since the last refresh
+        (``changed_slots``: `Cluster._sync` is where a start time changes) and those the per-slot arrays have just
+        grown to hold (``fresh``) - every other slot's start time is as the last refresh left it, which was its
+        counters' start or NaN - instead of comparing every slot."""
+        started, cum = self.cluster.p_started, self._cum_started
+        cand = self.cluster.changed_slots.union(fresh) if len(fresh) else self.cluster.changed_slots
+        # (x == x: not NaN; NaN != x holds: a first start counts)
+        return np.array(sorted(s for s in cand if started[s] == started[s] and started[s] != cum[s]), dtype=np.intp)
+
+    def _restarted_plain(self) -> np.ndarray:
+        """The definition of `_restarted`: every slot compared."""
+        started = self.cluster.p_started
+        return np.flatnonzero((started != self._cum_started) & ~np.isnan(started))
 
     def _effects_seen(self, T: float) -> None:
         """What a state refresh does when effects come into force or end: crash effects that became active make the
