@@ -198,6 +198,12 @@ class _Tape:
         return into[a:j]
 
 
+def _taped_end(tape: _Tape, k0: int) -> float:
+    """The first tick after the taped chunk that holds tick ``k0`` (inf where none does)."""
+    chunk = tape.ticks.get(k0)
+    return math.inf if chunk is None else chunk[0] + len(chunk[3])
+
+
 #: argument types `_fp_part` returns as they are (exactly these types: no subclass of str, list, tuple or dict)
 _FP_PLAIN = frozenset({int, float, bool, type(None)})
 
@@ -356,6 +362,8 @@ class SimBackend:
         self._now = 0.0
         self._last_at: tuple = (None, 0)   # the last time `_tick_at` resolved and its tick
         self._per_node: tuple = (-1, {})    # `_snapshot`'s pods per node, and the placement version they are of
+        self._last_snapshot: tuple | None = None   # (serving pods' array, key, snapshot): `_refresh_snapshot`
+        self._res_seen = None   # the resolution `_effects_seen` last ran with
         self._effects_dirty = True
         self._deferred: list[dict] | None = None   # tick runs whose traffic waits (`advance_to`, `end_deferred`)
         self._tape: _Tape | None = None            # where a `begin_deferred` span keeps its outputs
@@ -533,12 +541,18 @@ class SimBackend:
 
     def _settle(self, runs: list[dict]) -> list[EntryEvidence]:
         """The traffic of waiting runs (consecutive ticks), about DEFER_CHUNK ticks per traffic step
-        (whole runs; cache-sized arrays): their history, metric flows and entry evidence, in order."""
+        (whole runs; cache-sized arrays): their history, metric flows and entry evidence, in order. A twin that
+        follows a taped run (in its state: it takes its outputs, `_Tape.take`, for the runs of one step within one
+        taped chunk) ends a step where a taped chunk ends (`_taped_end`): runs that straddle two chunks would be
+        stepped afresh. (One that no longer follows it steps as before: nothing to take.)"""
         evidence: list[EntryEvidence] = []
+        tape = self._follow if self.metrics else None
         i = 0
         while i < len(runs):
             j, n = i, 0
-            while j < len(runs) and n < DEFER_CHUNK and runs[j]["dt"] == runs[i]["dt"]:
+            end = math.inf if tape is None else _taped_end(tape, runs[i]["k0"])
+            while j < len(runs) and n < DEFER_CHUNK and runs[j]["dt"] == runs[i]["dt"] \
+                    and (j == i or runs[j]["k0"] + runs[j]["K"] <= end):
                 n += runs[j]["K"]
                 j += 1
             evidence += self._deferred_step(runs[i:j])
@@ -817,7 +831,9 @@ class SimBackend:
         m = self.m
         n = len(c.pods)
         cap = len(c.p_svc)
+        fresh = range(0)   # slots the per-slot arrays have just grown to hold
         if cap != getattr(self, "_slot_cap", -1):   # the per-slot arrays follow the cluster's slot capacity
+            fresh = range(len(getattr(self, "_cum_started", ())), cap)
             for name in ("cpu_cum", "periods_cum", "throttled_cum", "pod_mem", "pod_util", "_cum_started"):
                 a = getattr(self, name, None)
                 if a is None or len(a) < cap:
@@ -829,11 +845,10 @@ class SimBackend:
         # cAdvisor counters are per container: a (re)started container counts from zero (only the metric
         # writer reads them)
         if self.metrics:
-            started = c.p_started
-            restarted = (started != self._cum_started) & ~np.isnan(started)   # NaN != x holds: a first start counts
-            if restarted.any():   # (in order with the counter blocks the writer has pending)
-                self.writer.reset_counters(np.flatnonzero(restarted))
-                self._cum_started[restarted] = started[restarted]
+            restarted = self._restarted(fresh)
+            if len(restarted):   # (in order with the counter blocks the writer has pending)
+                self.writer.reset_counters(restarted)
+                self._cum_started[restarted] = c.p_started[restarted]
         # effects that live in containers end when every pod they were injected into is gone
         for h in sorted(self._in_pods):
             if all(c.pods[s].deleted for s in self._in_pods[h]):
@@ -864,14 +879,9 @@ class SimBackend:
                     self._tape.refresh[tick] = (self._calls, key, cap, (
                         self.res, self.pod_burn, self.pod_hog, self.pod_leak_rate, self.pod_leak_since, self._has_burn,
                         self._has_hog, self._has_leak, self._ready_eff, self.ready_count, self.uh_edge, self.inputs))
-        # crash effects that became active make running containers exit now
-        crash_now = {h for h, e in self._crash_list() if self._effect_on(h, e)}
-        for h in sorted(crash_now - self._crash_handles):
-            e = self.book.effects[h]
-            for pod in self._affected_pods(h, e):
-                c.crash_now(pod, T, CrashPlan(e.reason, e.exit_code, 0.0, e.log_signature or _crash_line(e)))
-        self._crash_handles = crash_now
-        self._update_signatures(T)
+        if self.res is not self._res_seen:   # (else `_effects_seen`'s inputs are as they were: nothing to do)
+            self._effects_seen(T)
+            self._res_seen = self.res
         c.dirty = False
         self._effects_dirty = False
         self.writer.refresh_state(tick)
@@ -884,10 +894,56 @@ class SimBackend:
         if self._tape is None and hit is not None and hit[0] == self._calls and hit[1] == self._inputs_key:
             epoch = hit[2]
         else:
-            epoch = self._snapshot()
+            epoch = self._refresh_snapshot()
             if self._tape is not None:
                 self._tape.epochs[tick] = (self._calls, self._inputs_key, epoch)
         self.history.add_epoch(epoch)
+
+    def _restarted(self, fresh: range) -> np.ndarray:
+        """The slots whose container started since the counters last started (`_cum_started`; NaN: never), in slot
+        order: `_restarted_plain`'s, looked for among the slots the cluster synced since the last refresh
+        (``changed_slots``: `Cluster._sync` is where a start time changes) and those the per-slot arrays have just
+        grown to hold (``fresh``) - every other slot's start time is as the last refresh left it, which was its
+        counters' start or NaN - instead of comparing every slot."""
+        started, cum = self.cluster.p_started, self._cum_started
+        cand = self.cluster.changed_slots.union(fresh) if len(fresh) else self.cluster.changed_slots
+        # (x == x: not NaN; NaN != x holds: a first start counts)
+        return np.array(sorted(s for s in cand if started[s] == started[s] and started[s] != cum[s]), dtype=np.intp)
+
+    def _restarted_plain(self) -> np.ndarray:
+        """The definition of `_restarted`: every slot compared."""
+        started = self.cluster.p_started
+        return np.flatnonzero((started != self._cum_started) & ~np.isnan(started))
+
+    def _effects_seen(self, T: float) -> None:
+        """What a state refresh does when effects come into force or end: crash effects that became active make the
+        running containers exit now, and the log-signature timeline follows the resolution's signatures. Both are
+        functions of what the resolution is made of (the effects book, flags, the ReplicaSets' effects and pods):
+        `_refresh` calls this only with a new resolution (the inputs are rebuilt - a new `res` - whenever any of
+        those changed; a refresh that keeps the resolution would find no crash effect newly active and no signature
+        begun or ended)."""
+        c = self.cluster
+        crash_now = {h for h, e in self._crash_list() if self._effect_on(h, e)}
+        for h in sorted(crash_now - self._crash_handles):
+            e = self.book.effects[h]
+            for pod in self._affected_pods(h, e):
+                c.crash_now(pod, T, CrashPlan(e.reason, e.exit_code, 0.0, e.log_signature or _crash_line(e)))
+        self._crash_handles = crash_now
+        self._update_signatures(T)
+
+    def _refresh_snapshot(self) -> Epoch:
+        """`_snapshot` at a state refresh: the previous refresh's snapshot (frozen) where nothing a snapshot is made
+        of can have changed since, else a new one. Kept with what it is made of: the serving pods' array (its own
+        object: every rebuild of the inputs makes a new one, and any change of effects, flags, revisions or one-shot
+        effects rebuilds them), the pod-state key of this refresh (which pods exist and are active, ready, lost, on
+        which node, of which ReplicaSet: `_refresh`), the placements' version and the effect book's version."""
+        key = (self.cluster.placement_version, self.book.version, self._inputs_key)
+        last = self._last_snapshot
+        if last is not None and last[0] is self._ready_eff and last[1] == key:
+            return last[2]
+        epoch = self._snapshot()
+        self._last_snapshot = (self._ready_eff, key, epoch)
+        return epoch
 
     def _state_fields(self) -> None:
         """The live per-service state fields a block's history rows take: desired replicas, restarts."""

@@ -62,3 +62,26 @@ def test_the_book_version_moves_with_every_change():
     assert b.remove("eff-9999") is None and b.version == 1   # nothing removed: no change
     b.remove(h)
     assert b.version == 2 and b.remove(h) is None and b.version == 2
+
+
+def test_a_refresh_that_keeps_the_resolution_has_no_effect_to_see(ob, monkeypatch):
+    """`SimBackend._effects_seen` (crash effects newly in force, the log-signature timeline) runs only at refreshes
+    with a new resolution: after every refresh, the crash effects in force are the ones it last saw and the open
+    signatures are the resolution's, through effects of every binding coming and going, crashes and rollouts."""
+    seen = {"refreshes": 0, "kept": 0}
+    refresh = SimBackend._refresh
+
+    def checked(self, T, tick):
+        kept = getattr(self, "res", None)   # (none before the first refresh)
+        refresh(self, T, tick)
+        assert {h for h, e in self._crash_list() if self._effect_on(h, e)} == self._crash_handles
+        if self.records:
+            assert set(self._sig_open) == {(s, x) for s, lines in self.res.signatures.items() for x in lines}
+        seen["refreshes"] += 1
+        seen["kept"] += self.res is kept
+
+    monkeypatch.setattr(SimBackend, "_refresh", checked)
+    test_crash_plans_follow_the_book_as_effects_come_and_go(ob)
+    from baselines.runner import run_marathon
+    run_marathon("online-boutique", 5, "random", injection_s=1200, observation_s=300)
+    assert seen["refreshes"] > 100 and 20 < seen["kept"] < seen["refreshes"]

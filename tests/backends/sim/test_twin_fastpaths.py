@@ -326,3 +326,27 @@ def test_row_sums_of_a_stacked_array_are_the_1d_nansums():
         x = cols.copy()
         x[np.isnan(x)] = 0.0
         assert x.sum(axis=1).tolist() == [float(np.nansum(c)) for c in cols], n
+
+
+def test_restarted_containers_are_found_among_the_changed_slots(monkeypatch):
+    """A refresh looks for (re)started containers among the slots the cluster synced since the last one and the
+    slots just grown to (`SimBackend._restarted`): the same slots as comparing every slot (`_restarted_plain`), at
+    every refresh of a churn run (OOM kills, restarts, drains, unbound pods) and of random-agent marathons."""
+    seen = {"refreshes": 0, "restarts": 0, "grown": 0}
+    restarted = SimBackend._restarted
+
+    def checked(self, fresh):
+        got = restarted(self, fresh)
+        want = self._restarted_plain()
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+        seen["refreshes"] += 1
+        seen["restarts"] += len(got)
+        seen["grown"] += len(fresh) > 0
+        return got
+
+    monkeypatch.setattr(SimBackend, "_restarted", checked)
+    _drive(SimBackend("online-boutique", seed=4))
+    from baselines.runner import run_marathon
+    for app in ("online-boutique", "train-ticket"):
+        run_marathon(app, 3, "random", injection_s=1200, observation_s=300)
+    assert seen["refreshes"] > 100 and seen["restarts"] > 50 and seen["grown"] > 3

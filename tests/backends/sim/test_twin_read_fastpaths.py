@@ -129,5 +129,6 @@ def test_pods_per_node_through_a_marathon_with_faults(checked_snapshots):
 
     backend_mod._TAPES.clear()
     run_marathon("online-boutique", 5, "oracle", injection_s=1200, observation_s=300)
-    assert checked_snapshots["snapshots"] > 50 and checked_snapshots["kept"] > 5
+    # (a refresh that changed nothing a snapshot is made of keeps the last one: `_refresh_snapshot`)
+    assert checked_snapshots["snapshots"] > 40 and checked_snapshots["kept"] > 5
     assert 5 < checked_snapshots["revision_bound"] < checked_snapshots["snapshots"]   # with and without such effects

@@ -67,3 +67,38 @@ def test_carried_effects_follow_the_revisions_pods(checked):
     sim.rollback("adservice")   # the revision loses its pods: its effect is no longer carried
     sim.advance_to(800)
     assert checked["calls"] >= 5 and checked["carried"] > 0
+
+
+@pytest.fixture
+def refreshes(monkeypatch):
+    """Every state refresh's snapshot (`SimBackend._refresh_snapshot`: the previous one where nothing it is made of
+    changed) checked against the definition made afresh."""
+    seen = {"calls": 0, "kept": 0}
+    refresh_snapshot = SimBackend._refresh_snapshot
+
+    def both(self):
+        last = self._last_snapshot
+        got, want = refresh_snapshot(self), _snapshot_plain(self)
+        assert got.ready_svc.tolist() == want.ready_svc.tolist() and got.ready_rev.tolist() == want.ready_rev.tolist()
+        assert got.active_effects == want.active_effects
+        assert list(got.pods_on_node.items()) == list(want.pods_on_node.items())
+        seen["calls"] += 1
+        seen["kept"] += last is not None and got is last[2]
+        return got
+
+    monkeypatch.setattr(SimBackend, "_refresh_snapshot", both)
+    return seen
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket"])
+def test_a_refresh_keeps_the_last_snapshot_only_where_it_is_unchanged(refreshes, app):
+    run_marathon(app, 5, "random")   # an agent's random calls: scaling, restarts, rollbacks, config, drains...
+    assert refreshes["calls"] > 100 and 0 < refreshes["kept"] < refreshes["calls"]
+
+
+def test_a_refresh_keeps_the_last_snapshot_through_churn(refreshes):
+    from tests.backends.sim.test_twin_caches import _drive
+
+    sim = SimBackend("online-boutique", seed=6)
+    _drive(sim)   # OOM kills, restarts, drains, unschedulable pods, a bad image
+    assert refreshes["calls"] > 10 and refreshes["kept"] > 0

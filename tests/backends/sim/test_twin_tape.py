@@ -382,3 +382,46 @@ def test_a_chunks_service_sums_and_evidence_records_of_a_window_are_the_windows_
         recs = backend_mod._Tape.records(chunk, a, j, sim._evidence_of)
         assert recs == sim._evidence_of(5 + a, sim._evidence_arrays(window(out, a, j), 15.0))
     assert chunk[8].shape == (9, 6, sim.m.S) and len(chunk[9]) == 9   # made once, for the whole chunk
+
+
+def test_a_followers_steps_end_where_taped_chunks_end(monkeypatch):
+    """A follower's deferred traffic steps (`SimBackend._settle`) end where the taped run's chunks end: spans that
+    begin elsewhere than the reference's (whose chunks they would straddle) are all taken from the tape, no tick
+    stepped afresh, and the numbers are those of a twin without a tape."""
+    monkeypatch.setattr(backend_mod, "DEFER_CHUNK", 5)   # reference chunks of whole 2-tick runs: ticks 1-6, 7-12, ...
+    steps = [0]
+    orig = TrafficModel.step
+
+    def step(self, *a):
+        steps[0] += 1
+        return orig(self, *a)
+
+    def scored():
+        sim = SimBackend("online-boutique", seed=6)
+        steps[0] = 0   # (the warm tick, before any span, is not taped)
+        evidence = []
+        sim.begin_deferred()
+        for k in range(2, 62, 2):
+            sim.advance_to(k * 15.0)
+            if k in EVENTS:
+                EVENTS[k](sim)
+            if k in (8, 26):   # spans of ticks 1-8, 9-26, 27-60: steps from ticks 9 and 27 would straddle chunks
+                evidence += sim.end_deferred()
+                sim.begin_deferred()
+        evidence += sim.end_deferred()
+        sim.store.complete()
+        return sim, evidence, steps[0]
+
+    monkeypatch.setattr(TrafficModel, "step", step)
+    backend_mod._TAPES.clear()
+    b, ev_b, steps_b = scored()   # no tape: every step computed
+    _, ref = _reference(seed=6)
+    a, ev_a, steps_a = scored()
+    backend_mod._TAPES.clear()
+    assert steps_b > 6 and steps_a == 0, (steps_a, steps_b)
+    assert ev_a == ev_b and ev_a == ref
+    assert _epochs(a) == _epochs(b)
+    for name in a.store.names():
+        for fa, fb in zip(a.store.families(name), b.store.families(name), strict=True):
+            assert fa._label_values == fb._label_values, name
+            assert np.array_equal(fa.values(a.store.n_ticks), fb.values(b.store.n_ticks), equal_nan=True), name
