@@ -23,13 +23,19 @@ def nb(monkeypatch):
     return k
 
 
+def _sparse(rng, R: int, C: int, share: float) -> np.ndarray:
+    """An (R, C) store array without samples (NaN) but in about ``share`` of its cells, which hold one of a few
+    values (signed zeros, infinities)."""
+    data = np.full((R, C), np.nan)
+    data[rng.random((R, C)) < share] = rng.choice([0.0, -0.0, 1.5, np.inf, -np.inf])
+    return data
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_all_nan_equals_numpy(nb, seed):
     rng = np.random.default_rng(seed)
     R, C = int(rng.integers(1, 40)), int(rng.integers(1, 30))
-    data = np.full((R, C), np.nan)
-    dense = rng.random()
-    data[rng.random((R, C)) < dense * 0.2] = rng.choice([0.0, -0.0, 1.5, np.inf, -np.inf])
+    data = _sparse(rng, R, C, rng.random() * 0.2)
     for _ in range(40):
         rows = np.sort(rng.choice(R, size=int(rng.integers(1, R + 1)), replace=False)).astype(np.intp)
         if rng.random() < 0.3:
@@ -62,9 +68,7 @@ def test_other_layouts_are_left_to_numpy(nb):
 def test_prunable_equals_numpy(nb, seed):
     rng = np.random.default_rng(seed)
     cap_rows, C = int(rng.integers(1, 60)), int(rng.integers(1, 30))
-    data = np.full((cap_rows, C), np.nan)
-    dense = rng.random()
-    data[rng.random((cap_rows, C)) < dense] = rng.choice([0.0, -0.0, 1.5, np.inf, -np.inf])
+    data = _sparse(rng, cap_rows, C, rng.random())
     decided = 0
     for _ in range(40):
         rows = int(rng.integers(0, cap_rows + 1))
