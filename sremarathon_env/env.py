@@ -289,16 +289,18 @@ class SREMarathonEnv(gym.Env):
         calls). A text is encoded once per change of its alert: the engine's change log (``changed_texts_since``) says
         which changed; the entries in history order are kept too (`AlertRows`), and only the changed ones and the
         added ones are taken (``[cache[k] for k in eng.history_keys()]``, without a lookup per alert per step)."""
-        return self._alert_rows_now().entries
+        return self._alert_rows_now().filled().entries
 
     def _alert_rows_now(self) -> "AlertRows":
         """`AlertRows` of the cumulative history now (kept between calls; a fresh one for an engine without a change
-        log)."""
+        log). A resolved alert's text is built only when read (``changed_texts_since(..., lazy=True)``: most of
+        those the bounded list leaves out are never built); every change is taken here before the rows are read,
+        so an unbuilt text is that of an alert unchanged since."""
         eng = self.marathon.alert_engine
         if not hasattr(eng, "changed_texts_since"):   # an engine without a change log: encode every alert
             return AlertRows.of([(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())])
         cache = self._alert_cache
-        self._alert_pos, changed = eng.changed_texts_since(self._alert_pos)   # texts are `dumps` of the dicts
+        self._alert_pos, changed = eng.changed_texts_since(self._alert_pos, lazy=True)   # texts: `dumps` of the dicts
         for key, state, text in changed:
             cache[key] = (state, text)
         keys = eng.history_keys()

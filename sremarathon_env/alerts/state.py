@@ -682,13 +682,21 @@ class AlertEngine:
         h = self._history
         return len(log), [(k, h[k]) for k in dict.fromkeys(log[pos:])]
 
-    def changed_texts_since(self, pos: int) -> tuple[int, list[tuple[tuple[int, str], str, str]]]:
-        """As `changes_since`, with (key, state as in the dict, ``json_text``) instead of the dicts."""
+    def changed_texts_since(self, pos: int, lazy: bool = False) -> tuple[int, list[tuple[tuple[int, str], str, str]]]:
+        """As `changes_since`, with (key, state as in the dict, ``json_text``) instead of the dicts. ``lazy``: a
+        resolved alert's text is left unbuilt, given as the alert's bound ``json_text`` (which gives that text for
+        as long as the alert does not change: a reader that takes every change before it reads, such as the env's
+        `observation.AlertRows`, may build it only when it shows it)."""
         log = self._changelog
         out = []
+        h = self._history
         for k in dict.fromkeys(log[pos:]):
-            a = self._history[k]
-            out.append((k, a.state if a.state != "inactive" else "resolved", a.json_text()))
+            a = h[k]
+            st = a.state
+            if st == "pending" or st == "firing":
+                out.append((k, st, a.json_text()))
+            else:
+                out.append((k, st if st != "inactive" else "resolved", a.json_text if lazy else a.json_text()))
         return len(log), out
 
     def history_entries(self) -> list[tuple[tuple[int, str], int, dict]]:
