@@ -301,10 +301,14 @@ class SREMarathonEnv(gym.Env):
             return AlertRows.of([(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())])
         cache = self._alert_cache
         self._alert_pos, changed = eng.changed_texts_since(self._alert_pos, lazy=True)   # texts: `dumps` of the dicts
-        for key, state, text in changed:
-            cache[key] = (state, text)
-        keys = eng.history_keys()
         rows = self._alert_rows
+        at, put = rows.at.get, rows.put
+        for key, state, text in changed:   # the known entries put, the new ones appended below
+            entry = cache[key] = (state, text)
+            i = at(key)
+            if i is not None:
+                put(i, entry)
+        keys = eng.history_keys()
         known = rows.keys
         n = len(known)
         if len(keys) != n:   # alerts were added (never removed: the same count is the same order)
@@ -313,9 +317,6 @@ class SREMarathonEnv(gym.Env):
                 rows.clear()
             for k in keys[n:]:
                 rows.append(k, cache[k])
-        at, put = rows.at, rows.put
-        for key, _, _ in changed:
-            put(at[key], cache[key])
         return rows
 
     def _alerts_json(self) -> str:

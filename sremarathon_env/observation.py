@@ -111,23 +111,27 @@ class AlertRows:
 
     A resolved entry may come with its text unbuilt: ``(state, make)``, a callable that makes the text (the caller
     guarantees that ``make()`` gives the entry's text whenever the rows are read: it puts again every entry whose
-    text changed before it reads). Such an entry counts no room while unbuilt (its text and entry text are None);
-    `alerts_json` builds only the unbuilt ones newer than the cut (those it shows or needs the room of: a resolved
-    entry older than the cut is left out whatever its length), `filled` every one. An active entry is built at once.
+    text changed before it reads). It stays unbuilt when it is at or before the last cut `alerts_json` found (it is
+    likely left out again; any other is built at once: an active one is always shown). An unbuilt entry counts no
+    room (its text and entry text are None); `alerts_json` builds only the unbuilt ones newer than the cut (those it
+    shows or needs the room of: a resolved entry older than the cut is left out whatever its length), `filled` every
+    one. Which entries stay unbuilt changes no text.
 
     >>> rows = AlertRows.of([("resolved", '"' + "a" * 30 + '"'), ("firing", '"f"'), ("resolved", '"' + "b" * 30 + '"')])
     >>> rows.alerts_json(80) == alerts_json_of(rows.entries, 80)
     True
     >>> rows.put(0, ("pending", '"p"')); rows.alerts_json(80), rows.alerts_json(80) == alerts_json_of(rows.entries, 80)
     ('[{"omitted_resolved":1},"p","f"]', True)
-    >>> rows = AlertRows.of([("resolved", lambda: '"c"'), ("resolved", '"' + "b" * 30 + '"'), ("resolved", '"d"')])
-    >>> rows.alerts_json(40 + 36), sorted(rows.lazy)   # (the first left out whatever its length: not built)
+    >>> rows = AlertRows.of([("resolved", '"a"'), ("resolved", '"' + "b" * 30 + '"'), ("resolved", '"d"')])
+    >>> rows.alerts_json(40 + 36), rows.cut
+    ('[{"omitted_resolved":2},"d"]', 1)
+    >>> rows.put(0, ("resolved", lambda: '"c"')); rows.alerts_json(40 + 36), sorted(rows.lazy)   # (left out: unbuilt)
     ('[{"omitted_resolved":2},"d"]', [0])
     >>> rows.filled().entries[0], rows.lazy, rows.alerts_json(10**4)
     (('resolved', '"c"'), {}, '["c","bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb","d"]')
     """
 
-    __slots__ = ("keys", "entries", "at", "texts", "active", "room", "total", "active_size", "lazy")
+    __slots__ = ("keys", "entries", "at", "texts", "active", "room", "total", "active_size", "lazy", "cut")
 
     def __init__(self) -> None:
         self.keys: list = []                          # alert keys in history order
@@ -139,6 +143,7 @@ class AlertRows:
         self.total = 0                                # sum of len(text)
         self.active_size = 0                          # sum of len(text) + 1 over the active ones
         self.lazy: dict[int, Any] = {}                # place -> the callable that makes its text, while unbuilt
+        self.cut = -1                                 # the last cut `alerts_json` found (-1: none)
 
     @classmethod
     def of(cls, entries: list[tuple[Any, str]]) -> "AlertRows":
@@ -172,7 +177,7 @@ class AlertRows:
         state, text = entry
         active = _is_active(state)
         if type(text) is not str:
-            if active:
+            if active or i > self.cut:
                 text = text()
                 entry = (state, text)
             else:
@@ -216,6 +221,7 @@ class AlertRows:
         room = cap - 40
         lazy = self.lazy
         if not lazy and 2 + n + self.total <= room:
+            self.cut = -1
             return "[" + ",".join(texts) + "]"
         # resolved ones newest first while their running room fits (active ones take none): the first that does
         # not is entry i0 (the newest entry when even the active ones do not fit); it and every older resolved one
@@ -224,13 +230,11 @@ class AlertRows:
         # one: the rooms after it are all known, and it is not an unbuilt entry unless it is the newest, reached
         # with no room at all). Without a cut (-1) every entry is built and shown.
         i0 = self._cut(room)
-        while lazy:
-            after = [i for i in lazy if i > i0]
-            if not after:
-                break
-            for i in after:
+        while lazy and max(lazy) > i0:   # (most stay unbuilt, before the cut: one pass in C to see none is after it)
+            for i in [i for i in lazy if i > i0]:
                 self._build(i)
             i0 = self._cut(room)
+        self.cut = i0
         older_active = list(compress(texts[:i0 + 1], self.active[:i0 + 1]))
         omitted = i0 + 1 - len(older_active)
         kept = older_active + texts[i0 + 1:]
