@@ -289,20 +289,26 @@ class SREMarathonEnv(gym.Env):
         calls). A text is encoded once per change of its alert: the engine's change log (``changed_texts_since``) says
         which changed; the entries in history order are kept too (`AlertRows`), and only the changed ones and the
         added ones are taken (``[cache[k] for k in eng.history_keys()]``, without a lookup per alert per step)."""
-        return self._alert_rows_now().entries
+        return self._alert_rows_now().filled().entries
 
     def _alert_rows_now(self) -> "AlertRows":
         """`AlertRows` of the cumulative history now (kept between calls; a fresh one for an engine without a change
-        log)."""
+        log). A resolved alert's text is built only when read (``changed_texts_since(..., lazy=True)``: most of
+        those the bounded list leaves out are never built); every change is taken here before the rows are read,
+        so an unbuilt text is that of an alert unchanged since."""
         eng = self.marathon.alert_engine
         if not hasattr(eng, "changed_texts_since"):   # an engine without a change log: encode every alert
             return AlertRows.of([(d.get("state"), dumps(d)) for d in (alert_dict(a) for a in eng.history())])
         cache = self._alert_cache
-        self._alert_pos, changed = eng.changed_texts_since(self._alert_pos)   # texts are `dumps` of the dicts
-        for key, state, text in changed:
-            cache[key] = (state, text)
-        keys = eng.history_keys()
+        self._alert_pos, changed = eng.changed_texts_since(self._alert_pos, lazy=True)   # texts: `dumps` of the dicts
         rows = self._alert_rows
+        at, put = rows.at.get, rows.put
+        for key, state, text in changed:   # the known entries put, the new ones appended below
+            entry = cache[key] = (state, text)
+            i = at(key)
+            if i is not None:
+                put(i, entry)
+        keys = eng.history_keys()
         known = rows.keys
         n = len(known)
         if len(keys) != n:   # alerts were added (never removed: the same count is the same order)
@@ -311,9 +317,6 @@ class SREMarathonEnv(gym.Env):
                 rows.clear()
             for k in keys[n:]:
                 rows.append(k, cache[k])
-        at, put = rows.at, rows.put
-        for key, _, _ in changed:
-            put(at[key], cache[key])
         return rows
 
     def _alerts_json(self) -> str:

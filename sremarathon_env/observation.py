@@ -109,14 +109,29 @@ class AlertRows:
     the room each resolved one takes, and the sums. `alerts_json` then needs no pass in Python over the entries:
     the cut among the resolved ones is a bisection of their running room, newest first (C passes).
 
+    A resolved entry may come with its text unbuilt: ``(state, make)``, a callable that makes the text (the caller
+    guarantees that ``make()`` gives the entry's text whenever the rows are read: it puts again every entry whose
+    text changed before it reads). It stays unbuilt when it is at or before the last cut `alerts_json` found (it is
+    likely left out again; any other is built at once: an active one is always shown). An unbuilt entry counts no
+    room (its text and entry text are None); `alerts_json` builds only the unbuilt ones newer than the cut (those it
+    shows or needs the room of: a resolved entry older than the cut is left out whatever its length), `filled` every
+    one. Which entries stay unbuilt changes no text.
+
     >>> rows = AlertRows.of([("resolved", '"' + "a" * 30 + '"'), ("firing", '"f"'), ("resolved", '"' + "b" * 30 + '"')])
     >>> rows.alerts_json(80) == alerts_json_of(rows.entries, 80)
     True
     >>> rows.put(0, ("pending", '"p"')); rows.alerts_json(80), rows.alerts_json(80) == alerts_json_of(rows.entries, 80)
     ('[{"omitted_resolved":1},"p","f"]', True)
+    >>> rows = AlertRows.of([("resolved", '"a"'), ("resolved", '"' + "b" * 30 + '"'), ("resolved", '"d"')])
+    >>> rows.alerts_json(40 + 36), rows.cut
+    ('[{"omitted_resolved":2},"d"]', 1)
+    >>> rows.put(0, ("resolved", lambda: '"c"')); rows.alerts_json(40 + 36), sorted(rows.lazy)   # (left out: unbuilt)
+    ('[{"omitted_resolved":2},"d"]', [0])
+    >>> rows.filled().entries[0], rows.lazy, rows.alerts_json(10**4)
+    (('resolved', '"c"'), {}, '["c","bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb","d"]')
     """
 
-    __slots__ = ("keys", "entries", "at", "texts", "active", "room", "total", "active_size")
+    __slots__ = ("keys", "entries", "at", "texts", "active", "room", "total", "active_size", "lazy", "cut")
 
     def __init__(self) -> None:
         self.keys: list = []                          # alert keys in history order
@@ -127,6 +142,8 @@ class AlertRows:
         self.room: list[int] = []                     # len(text) + 1 of a resolved entry, 0 of an active one
         self.total = 0                                # sum of len(text)
         self.active_size = 0                          # sum of len(text) + 1 over the active ones
+        self.lazy: dict[int, Any] = {}                # place -> the callable that makes its text, while unbuilt
+        self.cut = -1                                 # the last cut `alerts_json` found (-1: none)
 
     @classmethod
     def of(cls, entries: list[tuple[Any, str]]) -> "AlertRows":
@@ -139,32 +156,42 @@ class AlertRows:
         self.__init__()
 
     def append(self, key: Any, entry: tuple[Any, str]) -> None:
-        self.at[key] = len(self.keys)
+        i = len(self.keys)
+        self.at[key] = i
         self.keys.append(key)
-        self.entries.append(entry)
-        text = entry[1]
-        self.texts.append(text)
-        n = len(text)
-        self.total += n
-        if _is_active(entry[0]):
-            self.active.append(True)
-            self.room.append(0)
-            self.active_size += n + 1
-        else:
-            self.active.append(False)
-            self.room.append(n + 1)
+        self.entries.append(None)   # (a place that counts nothing, then `put`)
+        self.texts.append(None)
+        self.active.append(False)
+        self.room.append(0)
+        self.put(i, entry)
 
     def put(self, i: int, entry: tuple[Any, str]) -> None:
-        """Entry ``i`` is now ``entry``."""
+        """Entry ``i`` is now ``entry``: (state, text), or (resolved state, the callable that makes the text)."""
         old = self.texts[i]
-        text = entry[1]
+        if old is None:   # (unbuilt or new: it counted nothing)
+            self.lazy.pop(i, None)
+        else:
+            self.total -= len(old)
+            if self.active[i]:
+                self.active_size -= len(old) + 1
+        state, text = entry
+        active = _is_active(state)
+        if type(text) is not str:
+            if active or i > self.cut:
+                text = text()
+                entry = (state, text)
+            else:
+                self.lazy[i] = text
+                self.entries[i] = (state, None)
+                self.texts[i] = None
+                self.active[i] = False
+                self.room[i] = 0
+                return
         self.entries[i] = entry
         self.texts[i] = text
         n = len(text)
-        self.total += n - len(old)
-        if self.active[i]:
-            self.active_size -= len(old) + 1
-        if _is_active(entry[0]):
+        self.total += n
+        if active:
             self.active[i] = True
             self.room[i] = 0
             self.active_size += n + 1
@@ -172,18 +199,42 @@ class AlertRows:
             self.active[i] = False
             self.room[i] = n + 1
 
+    def _build(self, i: int) -> None:
+        self.put(i, (self.entries[i][0], self.lazy[i]()))
+
+    def filled(self) -> "AlertRows":
+        """These rows with every text built (``entries`` complete)."""
+        for i in list(self.lazy):
+            self._build(i)
+        return self
+
+    def _cut(self, room: int) -> int:
+        """The place of the newest resolved entry that does not fit in ``room`` with the active ones and the newer
+        resolved ones (the newest entry when even the active ones do not fit; -1 when everything fits; an unbuilt
+        entry counts no room)."""
+        return len(self.room) - 1 - bisect_right(list(accumulate(reversed(self.room))), room - 2 - self.active_size)
+
     def alerts_json(self, cap: int) -> str:
-        """``alerts_json_of(self.entries, cap)``."""
+        """``alerts_json_of(self.filled().entries, cap)``, building only the unbuilt texts newer than the cut."""
         texts = self.texts
         n = len(texts)
         room = cap - 40
-        if 2 + n + self.total <= room:
+        lazy = self.lazy
+        if not lazy and 2 + n + self.total <= room:
+            self.cut = -1
             return "[" + ",".join(texts) + "]"
         # resolved ones newest first while their running room fits (active ones take none): the first that does
         # not is entry i0 (the newest entry when even the active ones do not fit); it and every older resolved one
-        # are left out
-        j = bisect_right(list(accumulate(reversed(self.room))), room - 2 - self.active_size)
-        i0 = n - 1 - j
+        # are left out. Unbuilt entries count no room: a cut found so is at or before the true one, the unbuilt
+        # entries after it are built and the cut found again, until none is after it (the cut then is the true
+        # one: the rooms after it are all known, and it is not an unbuilt entry unless it is the newest, reached
+        # with no room at all). Without a cut (-1) every entry is built and shown.
+        i0 = self._cut(room)
+        while lazy and max(lazy) > i0:   # (most stay unbuilt, before the cut: one pass in C to see none is after it)
+            for i in [i for i in lazy if i > i0]:
+                self._build(i)
+            i0 = self._cut(room)
+        self.cut = i0
         older_active = list(compress(texts[:i0 + 1], self.active[:i0 + 1]))
         omitted = i0 + 1 - len(older_active)
         kept = older_active + texts[i0 + 1:]

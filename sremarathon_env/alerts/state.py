@@ -55,8 +55,18 @@ _DICT_KEYS = ("alertname", "labels", "annotations", "fingerprint", "state", "val
               "first_firing_at", "firing_since", "resolved_at", "episodes")
 
 
+_frepr = float.__repr__
+
+
 def _num(x: float | int | None) -> str:
-    """A number as ``json`` writes it (``NaN``/``Infinity`` included), None as ``null``."""
+    """A number as ``json`` writes it (``NaN``/``Infinity`` included), None as ``null`` (a finite float first: most
+    calls).
+
+    >>> [_num(x) for x in (1.5, -0.0, 1e300, 3, None, float("nan"), float("inf"), -float("inf"))]
+    ['1.5', '-0.0', '1e+300', '3', 'null', 'NaN', 'Infinity', '-Infinity']
+    """
+    if type(x) is float and x - x == 0.0:
+        return _frepr(x)
     if x is None:
         return "null"
     if isinstance(x, int):
@@ -243,6 +253,8 @@ TEXT_CACHE_MAX = 10_000
 
 def _ms_text(ms: int | None) -> str:
     """``_num(ms / 1000)`` (``null`` for None); cached for int milliseconds (evaluation ticks repeat)."""
+    if ms is None:
+        return "null"
     s = _MS_TEXT.get(ms) if type(ms) is int else None
     if s is None:
         s = _num(None if ms is None else ms / 1000)
@@ -682,13 +694,21 @@ class AlertEngine:
         h = self._history
         return len(log), [(k, h[k]) for k in dict.fromkeys(log[pos:])]
 
-    def changed_texts_since(self, pos: int) -> tuple[int, list[tuple[tuple[int, str], str, str]]]:
-        """As `changes_since`, with (key, state as in the dict, ``json_text``) instead of the dicts."""
+    def changed_texts_since(self, pos: int, lazy: bool = False) -> tuple[int, list[tuple[tuple[int, str], str, str]]]:
+        """As `changes_since`, with (key, state as in the dict, ``json_text``) instead of the dicts. ``lazy``: a
+        resolved alert's text is left unbuilt, given as the alert's bound ``json_text`` (which gives that text for
+        as long as the alert does not change: a reader that takes every change before it reads, such as the env's
+        `observation.AlertRows`, may build it only when it shows it)."""
         log = self._changelog
         out = []
+        h = self._history
         for k in dict.fromkeys(log[pos:]):
-            a = self._history[k]
-            out.append((k, a.state if a.state != "inactive" else "resolved", a.json_text()))
+            a = h[k]
+            st = a.state
+            if st == "pending" or st == "firing":
+                out.append((k, st, a.json_text()))
+            else:
+                out.append((k, st if st != "inactive" else "resolved", a.json_text if lazy else a.json_text()))
         return len(log), out
 
     def history_entries(self) -> list[tuple[tuple[int, str], int, dict]]:

@@ -38,6 +38,12 @@ CHECK_ENCODED = False
 _frepr = float.__repr__   # what the JSON encoder writes for a finite float
 _STATE_JSON = {s: '"%s"' % s for s in ("pending", "firing", "resolved")}
 
+#: fingerprint -> (alert record text up to the state, name, labels, severity it was made for), shared by the
+#: recorders of a process (each marathon's recorder meets most of the alerts of the ones before: the same label sets);
+#: an entry is taken only for an equal name, label set and severity (`alert_head` of those); starts again past its bound
+_HEADS: dict[str, tuple] = {}
+HEADS_MAX = 8192
+
 RECORDS_FILE = "records.jsonl"
 MANIFEST_FILE = "manifest.json"
 META_FILE = "meta.json"
@@ -76,6 +82,28 @@ class Record:
     def model(self) -> BaseModel:
         """The typed model of ``data`` (validated on every call; the scorer reads ``data`` directly)."""
         return validate_data(self.kind, self.data)
+
+
+_new_object = object.__new__
+_SET_SEQ, _SET_KIND, _SET_T, _SET_DATA, _SET_PREV, _SET_HASH = (Record.__dict__[f].__set__
+                                                                for f in ("seq", "kind", "t", "data", "prev", "hash"))
+
+
+def _record(seq: int, kind: str, t: float, data: dict[str, Any], prev: str, h: str) -> Record:
+    """``Record(seq, kind, t, data, prev, h)`` without the frozen dataclass's ``__init__`` (an ``object.__setattr__``
+    call per field): the same slots, set through their descriptors (every record of a run is made here).
+
+    >>> _record(3, "tick", 15.0, {"t": 15.0}, "p", "h") == Record(3, "tick", 15.0, {"t": 15.0}, "p", "h")
+    True
+    """
+    rec = _new_object(Record)
+    _SET_SEQ(rec, seq)
+    _SET_KIND(rec, kind)
+    _SET_T(rec, t)
+    _SET_DATA(rec, data)
+    _SET_PREV(rec, prev)
+    _SET_HASH(rec, h)
+    return rec
 
 
 class Manifest(BaseModel):
@@ -129,7 +157,6 @@ class Recorder:
         self._fd: int | None = None
         self._faults: dict | None = None   # the faults of the last `append_tick` record, and their text
         self._faults_json = "{}"
-        self._heads: dict[str, tuple] = {}   # fingerprint -> (alert text up to the state, name, labels, severity)
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
             if (self.path / RECORDS_FILE).exists() or (self.path / MANIFEST_FILE).exists():
@@ -234,7 +261,8 @@ class Recorder:
         """``append("alert", t, {"t": t, "alertname": alertname, "labels": labels, "fingerprint": fingerprint,
         "state": state, "severity": severity})``: the same record, built from the parts. ``labels`` becomes the
         record's (handed over, left as it is). The text up to the state is kept per fingerprint with the name,
-        labels and severity it was made for (taken again only for equal ones: one text per alert of the run).
+        labels and severity it was made for (taken again only for equal ones: one text per alert; `_HEADS`, shared by
+        the process's recorders).
         Anything not plain takes `append`.
 
         >>> a, b = Recorder(None), Recorder(None)
@@ -247,12 +275,14 @@ class Recorder:
         state_json = _STATE_JSON.get(state) if type(state) is str else None
         if (state_json is not None and self.manifest is None and type(t) is float and t >= self.final_t
                 and t - t == 0.0 and type(labels) is dict):
-            hit = self._heads.get(fingerprint) if type(fingerprint) is str else None
+            hit = _HEADS.get(fingerprint) if type(fingerprint) is str else None
             if hit is None or hit[1] != alertname or hit[3] != severity or hit[2] != labels:
                 head = alert_head(alertname, fingerprint, labels, severity)
-                hit = None if head is None else (head, alertname, labels, severity)
+                hit = None if head is None else (head, alertname, dict(labels), severity)   # (its own labels)
                 if hit is not None:
-                    self._heads[fingerprint] = hit
+                    if len(_HEADS) >= HEADS_MAX:
+                        _HEADS.clear()
+                    _HEADS[fingerprint] = hit
             if hit is not None:
                 t_json = _frepr(t)
                 data = {"t": t, "alertname": alertname, "labels": labels, "fingerprint": fingerprint, "state": state,
@@ -284,7 +314,7 @@ class Recorder:
         line, h = line_hash
         if self._fd is not None:
             self._write(line)
-        rec = Record(seq, kind, t, data, self.head, h)
+        rec = _record(seq, kind, t, data, self.head, h)
         self.records.append(rec)
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.head = h

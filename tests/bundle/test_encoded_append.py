@@ -228,3 +228,26 @@ def test_the_same_faults_dict_handed_over_twice_is_copied():
     b = fast.append_tick(30.0, 1.0, 0.0, 0.0, 0.0, f, [])
     assert a.data["faults"] == b.data["faults"] and a.data["faults"] is not b.data["faults"]
     assert a.data["faults"]["F1"] is not b.data["faults"]["F1"]
+
+
+def test_alert_heads_shared_by_recorders_are_exact_and_bounded(monkeypatch):
+    """The alert heads are shared by the recorders of a process (`recorder._HEADS`): a later recorder takes a head
+    only for the same name, labels and severity under a fingerprint (another one is encoded anew), a record's labels
+    changed after the fact change no head, and the table starts again past its bound; every record equals
+    `append`'s."""
+    from sremarathon_env.bundle import recorder as R
+
+    monkeypatch.setattr(R, "_HEADS", {})
+    monkeypatch.setattr(R, "HEADS_MAX", 3)
+    cases = [("A", {"s": "1"}, None, "fp"), ("A", {"s": "1"}, None, "fp"), ("B", {"s": "1"}, None, "fp"),
+             ("B", {"s": "2"}, "page", "fp"), ("A", {"s": "1"}, None, "fp2"), ("C", {"s": "3"}, None, "fp3"),
+             ("D", {"s": "4"}, None, "fp4"), ("A", {"s": "1"}, None, "fp2"), ("B", {"s": "2"}, "page", "fp")]
+    for rnd in range(3):
+        fast, slow = Recorder(None), Recorder(None)
+        for name, lb, sev, fp in cases:
+            got = fast.append_alert(30.0, name, dict(lb), fp, "firing", sev)
+            want = slow.append("alert", 30.0, {"t": 30.0, "alertname": name, "labels": dict(lb), "fingerprint": fp,
+                                               "state": "firing", "severity": sev})
+            assert got == want, (rnd, name, lb, sev, fp)
+            got.data["labels"]["s"] = "mutated"   # (a caller's change to a record)
+        assert len(R._HEADS) <= R.HEADS_MAX

@@ -89,24 +89,40 @@ def test_alert_rows_kept_up_by_puts_and_appends_equal_the_definition():
     from sremarathon_env.observation import AlertRows, alerts_json_of
 
     rng = random.Random(7)
-    taken = {"cut": 0, "all": 0, "none_kept": 0}
+    taken = {"cut": 0, "all": 0, "none_kept": 0, "unbuilt_left": 0, "unbuilt_built": 0}
     for case in range(300):
         rows = AlertRows()
+        truth = []   # the entries with every text built (the definition's input)
         for step in range(rng.randint(1, 60)):
             entry = (rng.choice(["pending", "firing", "resolved", "resolved", "resolved", None]),
                      dumps({"s": step, "x": "b" * rng.randint(0, 60)}))
+            given = entry
+            if rng.random() < 0.5 and entry[0] not in ("pending", "firing"):   # text unbuilt: made when read
+                given = (entry[0], lambda text=entry[1]: text)
+            elif rng.random() < 0.1:   # (an active entry given unbuilt is built at once)
+                given = (entry[0], lambda text=entry[1]: text)
             if rows.entries and rng.random() < 0.6:
-                rows.put(rng.randrange(len(rows.entries)), entry)
+                i = rng.randrange(len(rows.entries))
+                rows.put(i, given)
+                truth[i] = entry
             else:
-                rows.append((case, step), entry)
+                rows.append((case, step), given)
+                truth.append(entry)
             assert rows.texts == [t for _, t in rows.entries]
-            total = 2 + sum(len(t) + 1 for t in rows.texts)
+            assert [s for s, _ in rows.entries] == [s for s, _ in truth]
+            total = 2 + sum(len(t) + 1 for _, t in truth)
             for cap in (rng.randint(0, total + 60), total + 40, total + 39, 60):
-                want = alerts_json_of(rows.entries, cap)
-                assert rows.alerts_json(cap) == want == _entries_alerts_json(rows.entries, cap), (case, step, cap)
+                want = alerts_json_of(truth, cap)
+                unbuilt = set(rows.lazy)
+                assert rows.alerts_json(cap) == want == _entries_alerts_json(truth, cap), (case, step, cap)
+                assert all(rows.entries[i] == truth[i] for i in unbuilt if i not in rows.lazy)
+                taken["unbuilt_left"] += bool(rows.lazy)
+                taken["unbuilt_built"] += len(unbuilt) > len(rows.lazy)
                 taken["all" if total <= cap - 40 else "cut"] += 1
                 taken["none_kept"] += want.startswith('[{"omitted_resolved"') and not any(
-                    s == "resolved" for s, t in rows.entries if t in want)
+                    s == "resolved" for s, t in truth if t in want)
+            if rng.random() < 0.1:
+                assert rows.filled().entries == truth and not rows.lazy
     assert min(taken.values()) > 100, taken
 
 
@@ -117,8 +133,12 @@ class _Engine:
     def __init__(self):
         self.log, self.keys, self.texts = [], [], {}
 
-    def changed_texts_since(self, pos):
-        return len(self.log), [(k, *self.texts[k]) for k in dict.fromkeys(self.log[pos:])]
+    def changed_texts_since(self, pos, lazy=False):
+        """(``lazy``: a resolved alert's text as a callable giving its text when called, as `AlertEngine`'s.)"""
+        out = [(k, *self.texts[k]) for k in dict.fromkeys(self.log[pos:])]
+        if lazy:
+            out = [(k, st, (lambda k=k: self.texts[k][1]) if st == "resolved" else text) for k, st, text in out]
+        return len(self.log), out
 
     def history_keys(self):
         return self.keys
@@ -232,3 +252,36 @@ def test_skipping_core_observations_changes_nothing():
             for key in oa:
                 assert str(fresh[key]) == str(oa[key]), key
     assert ia["bundle_digest"] == ib["bundle_digest"]
+
+
+@pytest.mark.parametrize("app", ["online-boutique", "train-ticket", "astronomy-shop"])
+def test_alert_texts_built_when_read_give_every_observation_of_the_eager_texts(app):
+    """The env builds a resolved alert's text only when its observation shows it (or needs its room): at every
+    step of whole no-op marathons of each app, at the default cap and at one that cuts early, the observation's
+    alert list equals the definition over every alert's text built at once (``json_text`` in history order), and
+    some texts were left unbuilt (the path is taken)."""
+    from sremarathon_env.observation import alerts_json_of
+
+    for cap in (None, 6000):
+        kw = dict(injection_s=1800, observation_s=240, reference_run=False)
+        if cap is not None:
+            kw["max_alert_chars"] = cap
+        env = gym.make(IDS[app], **kw).unwrapped
+        obs, _ = env.reset(seed=1)
+        unbuilt = steps = 0
+        while True:
+            eng = env.marathon.alert_engine
+            h = eng._history
+            eager = [(h[k].state if h[k].state != "inactive" else "resolved", h[k].json_text())
+                     for k in eng.history_keys()]
+            assert obs["alerts_json"] == alerts_json_of(eager, env.caps["alerts"]), (app, cap, steps)
+            unbuilt += bool(env._alert_rows.lazy)
+            steps += 1
+            obs, _, _, trunc, _ = env.step("[]")
+            if trunc:
+                break
+        eng = env.marathon.alert_engine
+        assert env._alert_entries() == [(eng._history[k].state if eng._history[k].state != "inactive" else "resolved",
+                                         eng._history[k].json_text()) for k in eng.history_keys()]
+        if cap is not None:
+            assert unbuilt, (app, "no text was left unbuilt: the test checks nothing")
