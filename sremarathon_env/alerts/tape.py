@@ -158,6 +158,7 @@ class Tape:
         self.store = store
         self.N = 0  # columns processed
         self._fams: list = []  # families, by family slot
+        self._fam_no: dict[int, int] = {}  # family identity -> its slot (``_fams`` holds each family: ids stay unique)
         self._fam_of: list[int] = []  # per slot: family index
         self._row_of: list[int] = []  # per slot: row in its family
         self._row_slot: list[np.ndarray] = []  # per family: slot of each row (-1: none yet)
@@ -189,9 +190,9 @@ class Tape:
 
     def _fam_index(self, fam) -> int:
         """The family's index (a new one for a family not seen yet)."""
-        fi = next((j for j, f in enumerate(self._fams) if f is fam), None)
+        fi = self._fam_no.get(id(fam))
         if fi is None:
-            fi = len(self._fams)
+            fi = self._fam_no[id(fam)] = len(self._fams)
             self._fams.append(fam)
             self._row_slot.append(np.full(0, -1, dtype=np.intp))
         return fi
@@ -225,6 +226,8 @@ class Tape:
                 self._pending.extend(ids.tolist())
                 got = m[rows]
             outs.append(got)
+        if len(outs) == 1:
+            return outs[0]   # (a new array: the gather's)
         return np.concatenate(outs) if outs else np.zeros(0, dtype=np.intp)
 
     #: the summaries (the value, then the integer FIELDS of the cell records, see ``_alloc``) with their columns beyond
