@@ -95,6 +95,34 @@ def _lid(node) -> int:
     return ~id(node)
 
 
+def _lr_projection(without: bool, grouping: tuple, src: str, dst: str):
+    """The function giving a label set's projection for ``PackPlan._lr_keys``: its pairs whose names the group key
+    (``vectorops.group_key(without, grouping)``) reads, and its ``src`` and ``dst`` pairs, in order.
+
+    Exact: ``label_replace`` sets or drops ``dst`` from ``src``'s value and passes every other pair on, and the key
+    reads only its names; so a label set and its projection have equal keys once replaced, and hold ``dst`` alike
+    (tests/alerts/test_plan_fused.py holds the keys through projections equal to those of the whole label sets).
+
+    >>> _lr_projection(False, ("namespace", "service"), "pod", "service")(
+    ...     (("__name__", "m"), ("container", "c"), ("namespace", "n"), ("pod", "p-1")))
+    (('namespace', 'n'), ('pod', 'p-1'))
+    >>> _lr_projection(True, ("pod",), "pod", "s2")((("__name__", "m"), ("pod", "p-1"), ("zone", "z")))
+    (('pod', 'p-1'), ('zone', 'z'))
+    """
+    if without:
+        skip = set(grouping) | {"__name__"}
+        skip.difference_update((src, dst))
+
+        def proj(lb):
+            return tuple(x for x in lb if x[0] not in skip)
+    else:
+        need = set(grouping) | {src, dst}
+
+        def proj(lb):
+            return tuple(x for x in lb if x[0] in need)
+    return proj
+
+
 class _Mismatch(Exception):
     """A generic node's labels differ from the plan's (never expected): evaluate the rule generically."""
 
@@ -1605,14 +1633,22 @@ class PackPlan:
         return hit
 
     def _lr_keys(self, keys: dict, labels: list, tag: tuple, node: S.Agg) -> list:
-        """The group key of each label set replaced (``_agg_label_replace``), through the per-label-set ``keys``."""
+        """The group key of each label set replaced (``_agg_label_replace``), through the per-label-set ``keys``; a
+        label set not in ``keys`` (a new pod's row) is looked up by its projection (``_lr_projection``: the same
+        pod's rows in other families and of other label values share it), and only a new projection is replaced."""
         ks = list(map(keys.get, labels))
         if None in ks:
             _, dst, repl, src, rx = tag
+            proj = _lr_projection(node.without, node.grouping, src, dst)
+            by_proj = per_label_set(("lr-proj", node.without, node.grouping) + tag)
             miss = [lb for lb, k in zip(labels, ks) if k is None]
-            key = group_key(node.without, node.grouping)
-            for lb, out in zip(miss, self.promql._label_replace(miss, dst, repl, src, rx)):
-                keys[lb] = _DST_HELD if dst in dict(lb) else key(out)
+            projs = list(map(proj, miss))
+            new = list(dict.fromkeys(pj for pj in projs if pj not in by_proj))
+            if new:
+                key = group_key(node.without, node.grouping)
+                for pj, out in zip(new, self.promql._label_replace(new, dst, repl, src, rx)):
+                    by_proj[pj] = _DST_HELD if dst in dict(pj) else key(out)
+            keys.update(zip(miss, map(by_proj.__getitem__, projs)))
             ks = list(map(keys.__getitem__, labels))
         return ks
 

@@ -158,6 +158,7 @@ class Tape:
         self.store = store
         self.N = 0  # columns processed
         self._fams: list = []  # families, by family slot
+        self._fam_no: dict[int, int] = {}  # family identity -> its slot (``_fams`` holds each family: ids stay unique)
         self._fam_of: list[int] = []  # per slot: family index
         self._row_of: list[int] = []  # per slot: row in its family
         self._row_slot: list[np.ndarray] = []  # per family: slot of each row (-1: none yet)
@@ -189,9 +190,9 @@ class Tape:
 
     def _fam_index(self, fam) -> int:
         """The family's index (a new one for a family not seen yet)."""
-        fi = next((j for j, f in enumerate(self._fams) if f is fam), None)
+        fi = self._fam_no.get(id(fam))
         if fi is None:
-            fi = len(self._fams)
+            fi = self._fam_no[id(fam)] = len(self._fams)
             self._fams.append(fam)
             self._row_slot.append(np.full(0, -1, dtype=np.intp))
         return fi
@@ -225,6 +226,8 @@ class Tape:
                 self._pending.extend(ids.tolist())
                 got = m[rows]
             outs.append(got)
+        if len(outs) == 1:
+            return outs[0]   # (a new array: the gather's)
         return np.concatenate(outs) if outs else np.zeros(0, dtype=np.intp)
 
     #: the summaries (the value, then the integer FIELDS of the cell records, see ``_alloc``) with their columns beyond
@@ -615,45 +618,69 @@ class KernelSpec:
             parts, windows, sizes = [parts[k] for k in keep], [windows[k] for k in keep], [sizes[k] for k in keep]
         n = np.asarray(sizes, dtype=np.intp)
         self.slots = np.concatenate(parts).astype(np.intp, copy=False) if parts else np.zeros(0, dtype=np.intp)
-        kr = [int(w[0]) for w in windows]
-        ko = [int(w[1]) for w in windows]
-        kc = np.asarray([w[2] for w in windows], dtype=np.int8)
-        self.range_ms = np.repeat(np.asarray(kr, dtype=np.int64), n)
-        self.offset_ms = np.repeat(np.asarray(ko, dtype=np.int64), n)
+        (range_ms, offset_ms, kc, window_ms, rs_part, counter_part, present, self.ext, self.has_counter,
+         self.has_rate, self.only_ext, run_parts, run_r, run_o, run_w) = _part_fields(tuple(windows))
+        self.present = list(present)
+        self.range_ms = np.repeat(range_ms, n)
+        self.offset_ms = np.repeat(offset_ms, n)
         self.codes = codes = np.repeat(kc, n)
-        self.window_ms = np.repeat(np.asarray([r + o for r, o in zip(kr, ko)], dtype=np.int64), n)[:, None]
-        self.present = present = sorted(set(kc.tolist()))
-        # per part, then repeated: rangefuncs._range_seconds of a rate's range (the float64 operations of the per-row
-        # arithmetic: the same bits), 1.0 elsewhere; whether the function takes counter resets
-        rate, inc = CODES["rate"], CODES["increase"]
-        kcl = kc.tolist()
-        self.rs_row = np.repeat(np.asarray([float(r // 1000) + float((r % 1000) * 1_000_000) / 1e9 if c == rate else 1.0
-                                            for r, c in zip(kr, kcl)], dtype=np.float64), n)
+        self.window_ms = np.repeat(window_ms, n)[:, None]
+        self.rs_row = np.repeat(rs_part, n)
         self.rs = self.rs_row[:, None]
-        self.counter = np.repeat(np.asarray([c == rate or c == inc for c in kcl], dtype=bool), n)[:, None]
-        self.ext = any(c in _EXTRAPOLATED for c in present)
-        self.has_counter = rate in present or inc in present
-        self.has_rate = rate in present
-        self.only_ext = all(c in _EXTRAPOLATED for c in present)
+        self.counter = np.repeat(counter_part, n)[:, None]
         self.col = self.slots[:, None]
-        self.rows_of = {c: np.flatnonzero(codes == c) for c in present if c not in _EXTRAPOLATED}
+        self.rows_of = {c: np.flatnonzero(codes == c) for c in self.present if c not in _EXTRAPOLATED}
         self.runs = None
         R = len(self.slots)
-        if R:
-            # a run starts at a part whose window (range, offset) differs from the part before it
-            starts, at, prev = [], 0, None
-            for r, o, m in zip(kr, ko, sizes):
-                if (r, o) != prev:
-                    starts.append((at, r, o))
-                    prev = (r, o)
-                at += m
-            if 4 * len(starts) <= R:
-                ends = [x[0] for x in starts[1:]] + [R]
-                run_r = np.asarray([x[1] for x in starts], dtype=np.int64)[:, None]
-                run_o = np.asarray([x[2] for x in starts], dtype=np.int64)[:, None]
-                self.runs = (np.asarray([e - x[0] for e, x in zip(ends, starts)], dtype=np.intp), run_r, run_o,
-                             run_r + run_o)
+        # (a run starts at a part whose window (range, offset) differs from the part before it: its rows are those
+        # of its parts)
+        if R and 4 * len(run_parts) <= R:
+            self.runs = (np.add.reduceat(n, run_parts), run_r, run_o, run_w)
         return self
+
+
+#: ``_part_fields`` per tuple of part windows (a plan's builds list the same few), emptied past ``PART_FIELDS_MAX``
+_PART_FIELDS: dict[tuple, tuple] = {}
+PART_FIELDS_MAX = 64
+
+
+def _part_fields(windows: tuple) -> tuple:
+    """The fields of ``KernelSpec.of_parts`` that depend on its parts' windows only, per part (repeated over the
+    part's rows there), kept per windows tuple (its values: nothing can go stale; the arrays are read-only):
+    (range ms, offset ms, codes, range + offset, ``rangefuncs._range_seconds`` of a rate's range and 1.0 elsewhere,
+    whether the function takes counter resets, the codes present, ext, has_counter, has_rate, only_ext, the parts
+    where a run of one window starts, the runs' range, offset and range + offset as columns)."""
+    hit = _PART_FIELDS.get(windows)
+    if hit is not None:
+        return hit
+    if len(_PART_FIELDS) >= PART_FIELDS_MAX:
+        _PART_FIELDS.clear()
+    kr = [int(w[0]) for w in windows]
+    ko = [int(w[1]) for w in windows]
+    kc = np.asarray([w[2] for w in windows], dtype=np.int8)
+    present = tuple(sorted(set(kc.tolist())))
+    # (the float64 operations of rangefuncs._range_seconds' per-row arithmetic: the same bits)
+    rate, inc = CODES["rate"], CODES["increase"]
+    kcl = kc.tolist()
+    rs = np.asarray([float(r // 1000) + float((r % 1000) * 1_000_000) / 1e9 if c == rate else 1.0
+                     for r, c in zip(kr, kcl)], dtype=np.float64)
+    counter = np.asarray([c == rate or c == inc for c in kcl], dtype=bool)
+    run_parts, prev = [], None
+    for k, ro in enumerate(zip(kr, ko)):
+        if ro != prev:
+            run_parts.append(k)
+            prev = ro
+    run_r = np.asarray([kr[k] for k in run_parts], dtype=np.int64)[:, None]
+    run_o = np.asarray([ko[k] for k in run_parts], dtype=np.int64)[:, None]
+    out = (np.asarray(kr, dtype=np.int64), np.asarray(ko, dtype=np.int64), kc,
+           np.asarray([r + o for r, o in zip(kr, ko)], dtype=np.int64), rs, counter, present,
+           any(c in _EXTRAPOLATED for c in present), rate in present or inc in present, rate in present,
+           all(c in _EXTRAPOLATED for c in present), np.asarray(run_parts, dtype=np.intp), run_r, run_o, run_r + run_o)
+    for x in out:
+        if isinstance(x, np.ndarray):
+            x.flags.writeable = False
+    _PART_FIELDS[windows] = out
+    return out
 
 
 def window_kernel(tape: Tape, spec: KernelSpec, times: np.ndarray, t0_ms: int = 0, step_ms: int | None = None,

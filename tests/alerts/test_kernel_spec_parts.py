@@ -1,7 +1,7 @@
 """``tape.KernelSpec.of_parts`` (a plan's kernel group: the spec found per kernel range node) held to its definition,
 ``KernelSpec`` of the same rows listed one by one: every field equal (values, dtype, shape) on random part lists
 (empty parts, windows repeated or not, so runs both pay and do not) and on every kernel group of a plan's builds
-over a twin run."""
+over a twin run; the fields kept per windows tuple (``tape._part_fields``) serve parts of other sizes."""
 
 from __future__ import annotations
 
@@ -54,6 +54,9 @@ def test_of_parts_equals_the_rows_one_by_one(seed):
         n = int(rng.choice([0, 1, 2, 5, 30, 120])) if rng.random() < 0.9 else 0
         parts.append(rng.integers(0, 500, n).astype(np.intp))
         windows.append(w)
+    assert_same(KernelSpec.of_parts(parts, windows), per_row(parts, windows))
+    # the same windows again, other part sizes (the per-window fields kept from the call before, ``tape._part_fields``)
+    parts = [rng.integers(0, 500, int(rng.choice([0, 1, 3, 40]))).astype(np.intp) for _ in windows]
     assert_same(KernelSpec.of_parts(parts, windows), per_row(parts, windows))
 
 

@@ -177,3 +177,31 @@ def test_twin_marathon_fused_plan_equals_unfused_fresh_plan(monkeypatch):
     made0, edited0 = main.fused_made, main.fused_edited
     assert noop_marathon_checked(env, monkeypatch, fuse_fresh=False) >= 20
     assert main.fused_made - made0 > 50 and main.fused_edited - edited0 > 30, (main.fused_made, main.fused_edited)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lr_projection_keys_equal_whole_label_set_keys(seed):
+    """``plan._lr_projection``: the group key of a label set replaced equals that of its projection replaced, and the
+    two hold the destination label alike, for random label sets, ``by`` and ``without`` groupings and source and
+    destination labels among the grouping, the set's names, ``__name__`` or new ones (``_lr_keys`` looks keys up by
+    projection)."""
+    from sremarathon_env.alerts.vectorops import group_key
+    rng = np.random.default_rng(seed)
+    names = ["__name__", "a", "b", "pod", "s2", "svc"]
+    rx, repl = "(.+)-[0-9]+", "$1"
+    for _ in range(400):
+        lbs = []
+        for _ in range(5):
+            chosen = sorted(set(rng.choice(names, size=int(rng.integers(0, len(names) + 1)))))
+            vals = ["", "x", "p-1", "q-22", "r-"]
+            lbs.append(tuple((n, str(rng.choice(vals[1:]))) for n in chosen))
+        without = bool(rng.integers(2))
+        grouping = tuple(sorted(set(rng.choice(names[1:], size=int(rng.integers(0, 4))))))
+        src, dst = (str(x) for x in rng.choice(names + ["new"], size=2))
+        key = group_key(without, grouping)
+        proj = P._lr_projection(without, grouping, src, dst)
+        whole = PromQLEngine._label_replace(lbs, dst, repl, src, rx)
+        projected = PromQLEngine._label_replace([proj(lb) for lb in lbs], dst, repl, src, rx)
+        for lb, w, pj in zip(lbs, whole, projected):
+            assert key(w) == key(pj), (lb, without, grouping, src, dst)
+            assert (dst in dict(lb)) == (dst in dict(proj(lb)))

@@ -122,6 +122,30 @@ def test_slots_of_agrees_with_slots_and_shares_slots():
     assert t2._pending == list(range(7))
 
 
+def test_family_index_by_identity_holds_each_family():
+    """``Tape._fam_index`` finds a family's slot by its identity: the tape holds every family it numbered, so no
+    family made later (the others dropped by everyone else) can take a numbered one's identity; a single-part
+    ``slots_of`` returns a new array, never the tape's row map."""
+    import gc
+
+    store = MetricStore(step_s=15.0)
+    tape = Tape(store)
+    seen = []
+    for k in range(50):
+        fam = store.family(f"f{k}_total", ("i",)) if k % 2 else MetricStore(step_s=15.0).family("x_total", ("i",))
+        fam.rows([("0",), ("1",)])
+        fi = tape._fam_index(fam)
+        assert fi == k and tape._fams[fi] is fam and tape._fam_index(fam) == fi
+        seen.append(id(fam))
+        del fam
+        gc.collect()
+    assert len(set(seen)) == 50   # (held by the tape: no identity was reused)
+    fam = tape._fams[3]
+    out = tape.slots_of([(fam, np.array([1, 0]))])
+    out[:] = -7
+    assert tape.slots_of([(fam, np.array([1, 0]))]).tolist() != [-7, -7]
+
+
 def test_tape_sized_by_the_store_and_slot_growth_keeps_every_summary():
     store = _store(5, 40, 70)
     fam = store.families("c_total")[0]
