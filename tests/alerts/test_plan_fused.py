@@ -192,11 +192,12 @@ def test_lr_projection_keys_equal_whole_label_set_keys(seed):
     for _ in range(400):
         lbs = []
         for _ in range(5):
-            chosen = sorted(set(rng.choice(names, size=int(rng.integers(0, len(names) + 1)))))
+            # (plain str: numpy's strings would enter the process's label-pair table and be handed to later tests)
+            chosen = sorted(set(map(str, rng.choice(names, size=int(rng.integers(0, len(names) + 1))))))
             vals = ["", "x", "p-1", "q-22", "r-"]
             lbs.append(tuple((n, str(rng.choice(vals[1:]))) for n in chosen))
         without = bool(rng.integers(2))
-        grouping = tuple(sorted(set(rng.choice(names[1:], size=int(rng.integers(0, 4))))))
+        grouping = tuple(sorted(set(map(str, rng.choice(names[1:], size=int(rng.integers(0, 4)))))))
         src, dst = (str(x) for x in rng.choice(names + ["new"], size=2))
         key = group_key(without, grouping)
         proj = P._lr_projection(without, grouping, src, dst)
