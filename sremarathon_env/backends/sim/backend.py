@@ -828,7 +828,6 @@ class SimBackend:
     # ================================================================== state refresh
     def _refresh(self, T: float, tick: int) -> None:
         c = self.cluster
-        m = self.m
         n = len(c.pods)
         cap = len(c.p_svc)
         fresh = range(0)   # slots the per-slot arrays have just grown to hold
