@@ -257,7 +257,7 @@ def _ms_text(ms: int | None) -> str:
         return "null"
     s = _MS_TEXT.get(ms) if type(ms) is int else None
     if s is None:
-        s = _num(None if ms is None else ms / 1000)
+        s = _num(ms / 1000)
         if type(ms) is int:
             if len(_MS_TEXT) > TEXT_CACHE_MAX:
                 _MS_TEXT.clear()
